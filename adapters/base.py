@@ -1,0 +1,235 @@
+"""The batch-system adapter contract ("idealizers"), and the plumbing they share.
+
+A concrete adapter only builds commands and parses their output.  This base
+class owns the rest:
+
+* :meth:`Adapter.run` — the one seam through which every batch command runs:
+  an argv list (never a shell), a timeout, captured output, and one typed
+  error (:class:`jim.errors.BatchError`) carrying argv, exit code, stdout and
+  stderr;
+* :meth:`Adapter.retrying` — retries with exponential backoff (tenacity),
+  driven only by the error's ``transient`` flag;
+* the three-valued status result, :class:`QueryResult`: a local job is
+  *known* (with a state), *absent* (the query worked and the job is not in
+  it), or the query *failed* (nothing can be said: "no news");
+* the degraded flag: a failed query marks the adapter degraded (no new
+  submissions) until a query succeeds again.
+
+What a subclass implements (see each method's docstring):
+
+==========================  ==================================================
+``submit_chunk(chunk)``     submit the local jobs of one chunk, in bulk (a job
+                            array where the system has them), each carrying
+                            its tag; return index -> batch id
+``query(batch_ids)``        one status query covering all of them
+``cancel(batch_ids, grace)`` stop them
+``find_by_tag(grid, tags)`` which of these tags the batch system already has
+                            (reconciles a submit whose outcome is unknown)
+``accounting(batch_ids)``   (optional) final states of jobs that left the queue
+==========================  ==================================================
+
+Each local job's wrapper writes an exit-code file; that file, not the batch
+system's silence, is what turns a vanished job into DONE or FAILED.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import logging
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, TypeVar
+
+from jim.errors import BatchError, ConfigError
+from jim.paths import Home
+from jim.states import Evidence, LocalState
+
+log = logging.getLogger("jim.adapters")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """What the batch system says about one local job."""
+
+    state: LocalState
+    exit_code: int | None = None
+    reason: str | None = None
+    native: str = ""
+    evidence: Evidence = Evidence.BATCH
+    host: str | None = None
+
+
+@dataclass
+class QueryResult:
+    """The answer of one status query: known jobs, or a failed query."""
+
+    ok: bool
+    statuses: dict[str, BatchStatus] = field(default_factory=dict)
+    error: str = ""
+    at: float = field(default_factory=time.time)
+
+    def lookup(self, batch_id: str) -> BatchStatus | None:
+        """The status, or None when the job is absent.  Only call when ``ok``."""
+        if not self.ok:
+            raise RuntimeError("a failed query says nothing about any job")
+        return self.statuses.get(batch_id)
+
+
+@dataclass(frozen=True)
+class LocalJobSpec:
+    index: int
+    tag: str
+    queue: str | None = None
+
+
+@dataclass
+class SubmitChunk:
+    """Local jobs of one grid job to submit together."""
+
+    grid_id: str
+    jobs: list[LocalJobSpec]
+    job_dir: Path
+    wrapper: Path
+    sandbox: Path
+    outroot: Path
+    queue: str | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+
+    def wrapper_argv(self, python: str, index: int | None = None, index_env: str | None = None,
+                     index_offset: int = 0) -> list[str]:
+        argv = [python, str(self.wrapper), "--sandbox", str(self.sandbox), "--outroot", str(self.outroot)]
+        if index is not None:
+            argv += ["--index", str(index)]
+        else:
+            argv += ["--index-env", str(index_env), "--index-offset", str(index_offset)]
+        return argv
+
+
+class Adapter(abc.ABC):
+    """Base of every batch-system adapter; see the module docstring."""
+
+    name: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    #: Options of this adapter (the ``[batch]`` table minus ``adapter``), with defaults.
+    options: ClassVar[dict[str, Any]] = {}
+    #: Largest number of local jobs submitted in one call.
+    max_chunk: int = 1000
+    #: Codes the batch system gives a meaning of its own (the wrapper never exits with them).
+    reserved_exit_codes: ClassVar[tuple[int, ...]] = ()
+
+    def __init__(self, home: Home, options: dict[str, Any] | None = None, *,
+                 command_timeout: float = 30.0):
+        given = dict(options or {})
+        unknown = set(given) - set(self.options) - {"command_timeout", "retries"}
+        if unknown:
+            raise ConfigError(f"[batch] adapter {self.name}: unknown option(s) {', '.join(sorted(unknown))}")
+        self.home = home
+        self.command_timeout = float(given.pop("command_timeout", command_timeout))
+        self.retries = int(given.pop("retries", 3))
+        self.opts = {**self.options, **given}
+
+    # -- the contract --------------------------------------------------------
+    @abc.abstractmethod
+    def submit_chunk(self, chunk: SubmitChunk) -> dict[int, str]:
+        """Submit every local job of ``chunk``; return local index -> batch id.
+
+        Must tag each local job with its ``tag`` so that :meth:`find_by_tag`
+        can find it.  Raise :class:`jim.errors.SubmitError` (``transient`` when
+        the outcome is unknown or a retry may work).
+        """
+
+    @abc.abstractmethod
+    def query(self, batch_ids: list[str]) -> QueryResult:
+        """One status query for all ``batch_ids``; never raises: a failure is ``ok=False``."""
+
+    @abc.abstractmethod
+    def cancel(self, batch_ids: list[str], grace: float = 5.0) -> None:
+        """Stop these local jobs (already-finished ones are not an error)."""
+
+    @abc.abstractmethod
+    def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
+        """tag -> batch id for those of ``tags`` the batch system knows."""
+
+    def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
+        """Final states of jobs that left the queue (none by default)."""
+        return {}
+
+    # -- plumbing -----------------------------------------------------------
+    def run(self, argv: list[str], *, timeout: float | None = None, input: str | None = None,
+            env: dict[str, str] | None = None, check: bool = True,
+            error: type[BatchError] = BatchError, transient: Callable[[int, str], bool] | None = None
+            ) -> subprocess.CompletedProcess:
+        """Run one batch command; see the module docstring."""
+        timeout = self.command_timeout if timeout is None else timeout
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
+                                  env=env, stdin=None if input is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            raise error(f"{argv[0]} did not answer within {timeout:g} s", argv=argv,
+                        stdout=_text(e.stdout), stderr=_text(e.stderr), transient=True) from None
+        except OSError as e:
+            raise error(f"cannot run {argv[0]}: {e.strerror}", argv=argv, transient=False) from None
+        log.debug("ran %s rc=%s in %.3f s", argv, proc.returncode, time.monotonic() - started)
+        if check and proc.returncode != 0:
+            is_transient = transient(proc.returncode, proc.stderr) if transient else False
+            first = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            raise error(f"{argv[0]} failed (exit {proc.returncode}): {first[0] if first else 'no output'}",
+                        argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
+                        transient=is_transient)
+        return proc
+
+    def retrying(self, fn: Callable[..., T], *args: Any, attempts: int | None = None,
+                 before_retry: Callable[[], None] | None = None, **kwargs: Any) -> T:
+        """Call ``fn`` and retry transient failures with exponential backoff."""
+        from tenacity import (RetryCallState, Retrying, retry_if_exception, stop_after_attempt,
+                              wait_exponential)
+
+        def transient(e: BaseException) -> bool:
+            return bool(getattr(e, "transient", False))
+
+        def before_sleep(state: RetryCallState) -> None:
+            log.warning("%s: transient failure (%s), retrying", self.name, state.outcome.exception())
+            if before_retry:
+                before_retry()
+
+        for attempt in Retrying(stop=stop_after_attempt(attempts or self.retries),
+                                wait=wait_exponential(multiplier=0.5, max=10),
+                                retry=retry_if_exception(transient), before_sleep=before_sleep, reraise=True):
+            with attempt:
+                return fn(*args, **kwargs)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- health -------------------------------------------------------------
+    @property
+    def _degraded_path(self) -> Path:
+        return self.home.cache / f"{self.name}.degraded"
+
+    def mark_degraded(self, reason: str) -> None:
+        if not self._degraded_path.exists():
+            log.warning("adapter %s degraded: %s", self.name, reason)
+        tmp = self._degraded_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"since": time.time(), "reason": reason}))
+        os.replace(tmp, self._degraded_path)
+
+    def mark_healthy(self) -> None:
+        if self._degraded_path.exists():
+            log.info("adapter %s healthy again", self.name)
+            self._degraded_path.unlink(missing_ok=True)
+
+    def degraded(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self._degraded_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+
+def _text(b: bytes | str | None) -> str:
+    if b is None:
+        return ""
+    return b if isinstance(b, str) else b.decode(errors="replace")

@@ -1,0 +1,156 @@
+"""The embedded fork backend: local jobs as detached process groups on this host.
+
+No batch system needed.  Each local job is jim's wrapper started in a session
+of its own (so it outlives the jim call that started it), identified by
+``<pid>:<start time>`` so that a reused pid is never mistaken for it.
+
+* submit: start the wrappers (the pid and start time are noted before the
+  wrapper may run, see :func:`jim.proc.spawn_detached`'s handshake);
+* query: a local job runs while a process with that pid *and* that start
+  time is alive (and not a zombie); otherwise it is absent, and the wrapper's
+  exit-code file tells how it ended;
+* cancel: SIGTERM to the process group, SIGKILL to whatever is left of it
+  (and of its descendants) after the grace period;
+* find by tag: the ``JIM_TAG`` in a live process's environment, else the
+  wrapper's ``started`` file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk
+from jim.errors import SubmitError
+from jim.proc import spawn_detached
+from jim.states import LocalState
+
+_UNKNOWN_START = "?"
+
+
+def _identity(batch_id: str) -> tuple[int, float | None]:
+    pid, _, start = batch_id.partition(":")
+    return int(pid), (None if start in ("", _UNKNOWN_START) else float(start))
+
+
+def _process(batch_id: str) -> psutil.Process | None:
+    """The live process of this batch id, or None (gone, zombie, or a reused pid)."""
+    try:
+        pid, start = _identity(batch_id)
+    except ValueError:
+        return None
+    if start is None:
+        return None
+    try:
+        p = psutil.Process(pid)
+        if abs(p.create_time() - start) > 0.05 or p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return p
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+class ForkAdapter(Adapter):
+    """Local jobs as detached processes on the gatekeeper host."""
+
+    name = "fork"
+    options = {"python": ""}
+    max_chunk = 100
+
+    @property
+    def python(self) -> str:
+        return self.opts["python"] or sys.executable
+
+    def submit_chunk(self, chunk: SubmitChunk) -> dict[int, str]:
+        ids: dict[int, str] = {}
+        scratch = chunk.job_dir / "scratch"
+        scratch.mkdir(mode=0o700, exist_ok=True)
+        for spec in chunk.jobs:
+            argv = chunk.wrapper_argv(self.python, index=spec.index) + ["--scratch", str(scratch)]
+            env = dict(os.environ)
+            env["JIM_TAG"] = spec.tag
+            env.pop("JIM_FAULT", None)
+            try:
+                pid, release = spawn_detached(argv, env=env, cwd=str(chunk.job_dir), handshake=True)
+            except OSError as e:
+                raise SubmitError(f"cannot start local job {spec.index}: {e}", argv=argv,
+                                  transient=True) from e
+            try:
+                start = psutil.Process(pid).create_time()
+            except psutil.Error:  # cannot happen while it waits for us; be safe anyway
+                release(False)
+                raise SubmitError(f"local job {spec.index} vanished before it started", argv=argv,
+                                  transient=True) from None
+            ids[spec.index] = f"{pid}:{start:.3f}"
+            release(True)
+        return ids
+
+    def query(self, batch_ids: list[str]) -> QueryResult:
+        statuses = {}
+        for bid in batch_ids:
+            if _process(bid) is not None:
+                statuses[bid] = BatchStatus(LocalState.RUNNING, native="alive")
+        return QueryResult(ok=True, statuses=statuses)
+
+    def cancel(self, batch_ids: list[str], grace: float = 5.0) -> None:
+        victims: list[psutil.Process] = []
+        for bid in batch_ids:
+            p = _process(bid)
+            if p is None:
+                continue
+            try:
+                victims.append(p)
+                victims.extend(p.children(recursive=True))
+                os.killpg(p.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError, psutil.Error):
+                pass
+        _gone, alive = psutil.wait_procs(victims, timeout=grace)
+        for p in alive:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=2.0)
+
+    def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
+        wanted = set(tags)
+        found: dict[str, str] = {}
+        for p in psutil.process_iter(["pid", "create_time"]):
+            try:
+                tag = p.environ().get("JIM_TAG")
+            except (psutil.Error, OSError):
+                continue
+            if tag in wanted and p.status() != psutil.STATUS_ZOMBIE:
+                # the wrapper is the session leader; its children inherit JIM_TAG
+                if os.getsid(p.pid) == p.pid:
+                    found[tag] = f"{p.pid}:{p.info['create_time']:.3f}"
+        for tag in wanted - set(found):
+            index = tag.rsplit(".", 1)[-1]
+            started = self.home.local_dir(grid_id, int(index)) / "started"
+            try:
+                info = json.loads(started.read_text())
+                found[tag] = f"{int(info['pid'])}:{_UNKNOWN_START}"
+            except (OSError, ValueError, KeyError):
+                continue
+        return found
+
+    def alive(self, batch_id: str) -> bool:
+        return _process(batch_id) is not None
+
+
+def wait_gone(batch_ids: list[str], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(_process(b) is None for b in batch_ids):
+            return True
+        time.sleep(0.05)
+    return all(_process(b) is None for b in batch_ids)

@@ -1,0 +1,5 @@
+import sys
+
+from jim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,224 @@
+"""Site configuration: one TOML file loaded into typed dataclasses.
+
+Where the file is (first that applies):
+
+1. ``$JIM_CONFIG`` (it must exist);
+2. ``/etc/jim/jim.toml`` if it exists;
+3. nothing: built-in defaults that run every grid job on the fork backend.
+
+Where jim keeps its data: ``$JIM_HOME``, else ``home`` in the ``[jim]`` table,
+else ``~/.jim``.  The database and the sandboxes are private to their user.
+
+Example (every key optional)::
+
+    [jim]
+    home = "/var/lib/jim/$USER"       # $USER and ~ are expanded
+
+    [site]
+    name = "MY.SITE"
+    recommended_cpu_per_job = 14400   # seconds of CPU a local job should take
+    max_cpu_per_job = 172800          # seconds a local job may never exceed
+    max_local_jobs = 10000            # local jobs one grid job may become
+    default_events_per_job = 250      # when the user gives no CPU-per-event hint
+    max_failed_fraction = 0.0         # failed local jobs tolerated, as a fraction
+
+    [batch]
+    adapter = "fork"                  # fork | slurm | sge | pbs | condor
+    # ... the other keys are the adapter's own options
+
+    [monitor]
+    interval = 2.0                    # seconds between status refreshes
+    lost_grace = 60.0                 # absent with no evidence this long -> LOST
+    idle_exit = 30.0                  # the monitor exits after this long with nothing active
+
+    [deadlines]
+    poll = 5.0                        # jim poll never takes longer
+    cancel_grace = 5.0                # wait for wrappers to flush after a kill
+
+    [handlers.montecarlo]             # per-handler options
+    balanced = true
+
+Nothing here is read at import time; :func:`load` is called once per command
+and the result passed on explicitly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pwd
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jim.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path("/etc/jim/jim.toml")
+ADAPTERS = ("fork", "slurm", "sge", "pbs", "condor")
+
+
+@dataclass(frozen=True)
+class SiteLimits:
+    """The site's limits on how a grid job is split."""
+
+    name: str = "jim.local"
+    recommended_cpu_per_job: float = 4 * 3600.0
+    max_cpu_per_job: float = 48 * 3600.0
+    max_local_jobs: int = 10000
+    default_events_per_job: int = 250
+    max_failed_fraction: float = 0.0
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """Which adapter, and its options (validated by the adapter itself)."""
+
+    adapter: str = "fork"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    interval: float = 2.0
+    lost_grace: float = 60.0
+    idle_exit: float = 30.0
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    poll: float = 5.0
+    submit: float = 25.0
+    cancel_grace: float = 5.0
+    lock: float = 10.0
+
+
+@dataclass(frozen=True)
+class GramConfig:
+    """GRAM glue: where push-mode (SEG) events go when the module does not say."""
+
+    seg_dir: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    site: SiteLimits = SiteLimits()
+    batch: BatchConfig = BatchConfig()
+    monitor: MonitorConfig = MonitorConfig()
+    deadlines: Deadlines = Deadlines()
+    gram: GramConfig = GramConfig()
+    handlers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+    source: str = "built-in defaults"
+
+    def handler_options(self, name: str) -> dict[str, Any]:
+        return dict(self.handlers.get(name, {}))
+
+
+def _user() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+def _expand(path: str) -> Path:
+    return Path(os.path.expanduser(path.replace("$USER", _user())))
+
+
+def _section(cls, table: dict[str, Any], where: str):
+    """Build dataclass ``cls`` from ``table``, refusing unknown keys and wrong types."""
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+        default = known[key].default
+        if isinstance(default, bool) != isinstance(value, bool) or (
+                isinstance(default, (int, float)) and not isinstance(value, (int, float))) or (
+                isinstance(default, str) and not isinstance(value, str)):
+            raise ConfigError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
+        if isinstance(default, float):
+            value = float(value)
+        if isinstance(default, (int, float)) and value < 0:
+            raise ConfigError(f"{where}.{key}: must not be negative, got {value!r}")
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] | None = None) -> Config:
+    """A Config from an already-parsed TOML document."""
+    env = os.environ if env is None else env
+    data = dict(data)
+    allowed = {"jim", "site", "batch", "monitor", "deadlines", "gram", "handlers", "resources"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
+    jim_table = dict(data.get("jim", {}))
+    home_value = jim_table.pop("home", None)
+    if jim_table:
+        raise ConfigError(f"{source}: [jim] has unknown key(s) {', '.join(sorted(jim_table))}")
+    if env.get("JIM_HOME"):
+        home = _expand(env["JIM_HOME"])
+    elif home_value:
+        home = _expand(str(home_value))
+    else:
+        home = _expand("~/.jim")
+    batch_table = dict(data.get("batch", {}))
+    adapter = batch_table.pop("adapter", "fork")
+    if adapter not in ADAPTERS:
+        raise ConfigError(f"{source}: [batch] adapter must be one of {', '.join(ADAPTERS)}, got {adapter!r}")
+    site = _section(SiteLimits, data.get("site", {}), "[site]")
+    if site.max_local_jobs < 1:
+        raise ConfigError("[site].max_local_jobs must be at least 1")
+    if site.max_cpu_per_job < site.recommended_cpu_per_job:
+        raise ConfigError("[site].max_cpu_per_job is smaller than recommended_cpu_per_job")
+    if not 0.0 <= site.max_failed_fraction <= 1.0:
+        raise ConfigError("[site].max_failed_fraction must be between 0 and 1")
+    handlers = data.get("handlers", {})
+    if not isinstance(handlers, dict) or not all(isinstance(v, dict) for v in handlers.values()):
+        raise ConfigError("[handlers] must hold one table per job type, e.g. [handlers.montecarlo]")
+    return Config(
+        home=home,
+        site=site,
+        batch=BatchConfig(adapter=adapter, options=batch_table),
+        monitor=_section(MonitorConfig, data.get("monitor", {}), "[monitor]"),
+        deadlines=_section(Deadlines, data.get("deadlines", {}), "[deadlines]"),
+        gram=_section(GramConfig, data.get("gram", {}), "[gram]"),
+        handlers={k: dict(v) for k, v in handlers.items()},
+        resources=dict(data.get("resources", {})),
+        source=source,
+    )
+
+
+def config_path(env: dict[str, str] | None = None) -> Path | None:
+    env = os.environ if env is None else env
+    if env.get("JIM_CONFIG"):
+        return Path(env["JIM_CONFIG"])
+    if DEFAULT_CONFIG_PATH.exists():
+        return DEFAULT_CONFIG_PATH
+    return None
+
+
+def load(env: dict[str, str] | None = None) -> Config:
+    """Load the configuration for this process (see the module docstring)."""
+    path = config_path(env)
+    if path is None:
+        return parse({}, env=env)
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file {path} does not exist (from JIM_CONFIG)", cause=e) from e
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"config file {path}: {e}", cause=e) from e
+    return parse(data, source=str(path), env=env)
+
+
+def home_only(env: dict[str, str] | None = None) -> Path:
+    """jim's home without parsing the config file when ``$JIM_HOME`` is set (hot path)."""
+    env = os.environ if env is None else env
+    if env.get("JIM_HOME"):
+        return _expand(env["JIM_HOME"])
+    return load(env).home

@@ -1,0 +1,546 @@
+"""The site-local XML database: one file per grid job, plus an index.
+
+Layout (see :mod:`jim.paths`)::
+
+    db/<id>.xml     the grid job (schema: jim/schema/jim.rng, version SCHEMA_VERSION)
+    db/<id>.state   what ``jim poll`` prints, rewritten with every change of the record
+    db/index.xml    one <job> line per grid job, for listing without parsing every record
+    db/jim.xsl      the stylesheet that makes a browser render <id>.xml as a page
+
+Every write is an atomic replace (temporary file in the same directory,
+``fsync``, ``os.replace``), and every read-modify-write holds the grid job's
+lock (:func:`jim.locks.locked`) with a timeout.  Readers never lock: they see
+the previous or the next complete file, never a half-written one.
+
+A grid job record::
+
+    <?xml-stylesheet type="text/xsl" href="jim.xsl"?>
+    <gridjob schemaVersion="1" id="..." jobtype="montecarlo" state="ACTIVE" ...>
+      <description format="rsl"><source>...</source><attribute name="...">...</attribute></description>
+      <plan localJobs="12" binding="site-recommended-cpu" ...><explanation>...</explanation></plan>
+      <history><grid state="PENDING" at="..."/>...</history>
+      <localjobs>
+        <localjob index="0" tag="<id>.0" MasterJobID="<id>" SplitID="0" HerdState="Splitted"
+                  state="RUNNING" batchId="..." submitted="..." started="...">
+          <slice firstEvent="1" lastEvent="250" events="250"/>
+          <history><state name="QUEUED" at="..."/>...</history>
+          <progress><phase name="d0gstar" done="117" total="250" at="..."/></progress>
+        </localjob>
+      </localjobs>
+      <outputs tar="..." at="..."/>
+    </gridjob>
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import secrets
+import shutil
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator
+
+from lxml import etree
+
+from jim.errors import DatabaseError, JobNotFound
+from jim.locks import locked
+from jim.paths import Home
+from jim.states import (Evidence, GramState, LocalState, aggregate, grid_exit_code,
+                        may_transition)
+
+SCHEMA_VERSION = "1"
+STYLESHEET = "jim.xsl"
+_PI = etree.ProcessingInstruction("xml-stylesheet", f'type="text/xsl" href="{STYLESHEET}"')
+
+
+def now_iso(t: float | None = None) -> str:
+    t = time.time() if t is None else t
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def parse_iso(s: str | None) -> float | None:
+    if not s:
+        return None
+    return _dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+def new_job_id(t: float | None = None) -> str:
+    t = time.time() if t is None else t
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(t)) + "-" + secrets.token_hex(4)
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` so that readers see the old or the new file, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _clean(value: Any) -> str:
+    """Text that XML can hold: drop control characters lxml refuses."""
+    s = str(value)
+    return "".join(c if (c in "\t\n\r" or ord(c) >= 0x20) and c not in "\ufffe\uffff" else "\ufffd" for c in s)
+
+
+# ---------------------------------------------------------------------------
+# Typed views of the elements
+# ---------------------------------------------------------------------------
+
+class LocalJob:
+    """One <localjob> element."""
+
+    __slots__ = ("el",)
+
+    def __init__(self, el: etree._Element):
+        self.el = el
+
+    @property
+    def index(self) -> int:
+        return int(self.el.get("index"))
+
+    @property
+    def tag(self) -> str:
+        return self.el.get("tag")
+
+    @property
+    def state(self) -> LocalState:
+        return LocalState(self.el.get("state"))
+
+    @property
+    def batch_id(self) -> str | None:
+        return self.el.get("batchId")
+
+    @batch_id.setter
+    def batch_id(self, value: str) -> None:
+        self.el.set("batchId", _clean(value))
+        self.el.set("HerdState", "Splitted")
+
+    @property
+    def exit_code(self) -> int | None:
+        v = self.el.get("exitCode")
+        return int(v) if v not in (None, "") else None
+
+    @property
+    def evidence(self) -> str | None:
+        return self.el.get("evidence")
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.el.get(name, default)
+
+    def set(self, name: str, value: Any) -> None:
+        self.el.set(name, _clean(value))
+
+    def time(self, name: str) -> float | None:
+        return parse_iso(self.el.get(name))
+
+    @property
+    def slice(self) -> dict[str, str]:
+        s = self.el.find("slice")
+        out = dict(s.attrib) if s is not None else {}
+        if s is not None:
+            for p in s.findall("param"):
+                out[p.get("name")] = p.get("value")
+        return out
+
+    def set_state(self, new: LocalState, *, evidence: Evidence | str | None = None,
+                  exit_code: int | None = None, reason: str | None = None,
+                  at: float | None = None) -> bool:
+        """Move to ``new`` if the state machine allows it; record when and why.
+
+        Returns True when the state changed.  A terminal state needs evidence.
+        """
+        old = self.state
+        if not may_transition(old, new):
+            return False
+        if new.terminal and evidence is None:
+            raise ValueError(f"local job {self.index}: terminal state {new.value} needs evidence")
+        stamp = now_iso(at)
+        self.el.set("state", new.value)
+        hist = self.el.find("history")
+        entry = etree.SubElement(hist, "state", name=new.value, at=stamp)
+        if evidence is not None:
+            ev = evidence.value if isinstance(evidence, Evidence) else str(evidence)
+            entry.set("evidence", ev)
+            self.el.set("evidence", ev)
+        if reason:
+            entry.set("reason", _clean(reason)[:500])
+            self.el.set("reason", _clean(reason)[:500])
+        if new is LocalState.QUEUED and not self.el.get("submitted"):
+            self.el.set("submitted", stamp)
+        if new is LocalState.RUNNING and not self.el.get("started"):
+            self.el.set("started", stamp)
+        if new.terminal:
+            self.el.set("ended", stamp)
+            if exit_code is not None:
+                self.el.set("exitCode", str(int(exit_code)))
+        return True
+
+    def set_progress(self, phases: dict[str, tuple[int, int]], at: float | None = None) -> bool:
+        """Replace the reported phases; True when anything changed."""
+        prog = self.el.find("progress")
+        current = {p.get("name"): (int(p.get("done")), int(p.get("total"))) for p in prog}
+        if current == phases:
+            return False
+        for p in list(prog):
+            prog.remove(p)
+        stamp = now_iso(at)
+        for name, (done, total) in phases.items():
+            etree.SubElement(prog, "phase", name=_clean(name)[:64], done=str(done), total=str(total), at=stamp)
+        return True
+
+    @property
+    def progress(self) -> list[tuple[str, int, int]]:
+        return [(p.get("name"), int(p.get("done")), int(p.get("total"))) for p in self.el.find("progress")]
+
+
+class GridJob:
+    """One grid job record (the root <gridjob> element)."""
+
+    def __init__(self, root: etree._Element):
+        self.root = root
+
+    @property
+    def id(self) -> str:
+        return self.root.get("id")
+
+    @property
+    def state(self) -> GramState:
+        return GramState[self.root.get("state")]
+
+    @property
+    def exit_code(self) -> int | None:
+        v = self.root.get("exitCode")
+        return int(v) if v not in (None, "") else None
+
+    @property
+    def jobtype(self) -> str:
+        return self.root.get("jobtype")
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.root.get(name, default)
+
+    def set(self, name: str, value: Any) -> None:
+        self.root.set(name, _clean(value))
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.root.get("cancelRequested") == "true"
+
+    def local_jobs(self) -> list[LocalJob]:
+        return [LocalJob(el) for el in self.root.find("localjobs")]
+
+    def local(self, index: int) -> LocalJob:
+        el = self.root.find("localjobs")[index]
+        return LocalJob(el)
+
+    @property
+    def outputs_gathered(self) -> bool:
+        o = self.root.find("outputs")
+        return o is not None and bool(o.get("at"))
+
+    @property
+    def output_tar(self) -> str | None:
+        o = self.root.find("outputs")
+        return o.get("tar") if o is not None else None
+
+    def set_outputs(self, tar: Path) -> None:
+        o = self.root.find("outputs")
+        if o is None:
+            o = etree.SubElement(self.root, "outputs")
+        o.set("tar", _clean(str(tar)))
+        o.set("at", now_iso())
+
+    def description(self) -> dict[str, list]:
+        out: dict[str, list] = {}
+        d = self.root.find("description")
+        for a in d.findall("attribute"):
+            vals: list = []
+            for v in a:
+                vals.append(v.text or "" if v.tag == "value" else [x.text or "" for x in v])
+            out[a.get("name")] = vals
+        return out
+
+    @property
+    def plan(self) -> dict[str, str]:
+        p = self.root.find("plan")
+        return dict(p.attrib) if p is not None else {}
+
+    def meta(self, name: str) -> str | None:
+        """A value of the <meta> element (jim-internal settings of this grid job)."""
+        m = self.root.find("meta")
+        return m.get(name) if m is not None else None
+
+    def recompute(self, *, max_failed_fraction: float = 0.0, at: float | None = None) -> bool:
+        """Aggregate the local states into the grid state; True when it changed."""
+        jobs = self.local_jobs()
+        prev = self.state
+        new = aggregate((j.state for j in jobs), previous=prev, outputs_gathered=self.outputs_gathered,
+                        cancelled=self.cancel_requested, max_failed_fraction=max_failed_fraction)
+        herd = "Splitted" if all(j.batch_id or j.state.terminal for j in jobs) else "WillSplit"
+        self.root.set("HerdState", herd)
+        if new is prev:
+            return False
+        self.root.set("state", new.name)
+        stamp = now_iso(at)
+        self.root.set("updated", stamp)
+        code = grid_exit_code(((j.state, j.exit_code) for j in jobs), new)
+        if code is not None:
+            self.root.set("exitCode", str(code))
+        etree.SubElement(self.root.find("history"), "grid", state=new.name, at=stamp)
+        return True
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for el in self.root.find("localjobs"):
+            s = el.get("state")
+            out[s] = out.get(s, 0) + 1
+        return out
+
+    def tostring(self) -> bytes:
+        return etree.tostring(self.root.getroottree(), xml_declaration=True, encoding="UTF-8", pretty_print=True)
+
+
+# ---------------------------------------------------------------------------
+# Building a new record
+# ---------------------------------------------------------------------------
+
+def _attribute_el(parent: etree._Element, name: str, values: list) -> None:
+    a = etree.SubElement(parent, "attribute", name=_clean(name))
+    for v in values:
+        if isinstance(v, list):
+            lst = etree.SubElement(a, "list")
+            for x in v:
+                etree.SubElement(lst, "value").text = _clean(x)
+        else:
+            etree.SubElement(a, "value").text = _clean(v)
+
+
+def new_record(job_id: str, *, jobtype: str, name: str, owner: str, adapter: str,
+               description: dict[str, list], source_format: str, source_text: str,
+               plan: dict[str, Any], explanation: str, slices: list[dict[str, Any]],
+               meta: dict[str, str] | None = None, created: float | None = None) -> GridJob:
+    """A fresh record: grid job PENDING, every local job PLANNED (or FAILED on creation)."""
+    stamp = now_iso(created)
+    root = etree.Element("gridjob", schemaVersion=SCHEMA_VERSION, id=job_id, jobtype=jobtype,
+                         name=_clean(name)[:200], owner=_clean(owner), adapter=adapter,
+                         state=GramState.PENDING.name, created=stamp, updated=stamp,
+                         MasterJobID=job_id, HerdState="WillSplit", cancelRequested="false")
+    doc = etree.ElementTree(root)
+    root.addprevious(etree.ProcessingInstruction("xml-stylesheet", f'type="text/xsl" href="{STYLESHEET}"'))
+    desc_el = etree.SubElement(root, "description", format=source_format)
+    etree.SubElement(desc_el, "source").text = _clean(source_text)
+    for k, vals in description.items():
+        _attribute_el(desc_el, k, vals)
+    plan_el = etree.SubElement(root, "plan", {k: _clean(v) for k, v in plan.items() if v is not None})
+    etree.SubElement(plan_el, "explanation").text = _clean(explanation)
+    if meta:
+        etree.SubElement(root, "meta", {k: _clean(v) for k, v in meta.items() if v})
+    hist = etree.SubElement(root, "history")
+    etree.SubElement(hist, "grid", state=GramState.PENDING.name, at=stamp)
+    ljs = etree.SubElement(root, "localjobs")
+    for k, sl in enumerate(slices):
+        sl = dict(sl)
+        failed = sl.pop("failed_on_creation", None)
+        queue = sl.pop("queue", None)
+        params = sl.pop("params", {}) or {}
+        lj = etree.SubElement(ljs, "localjob", index=str(k), tag=f"{job_id}.{k}", MasterJobID=job_id,
+                              SplitID=str(k), HerdState="WillSplit", state=LocalState.PLANNED.value)
+        if queue:
+            lj.set("queue", _clean(queue))
+        s_el = etree.SubElement(lj, "slice", {a: _clean(v) for a, v in sl.items() if v is not None})
+        for pk, pv in params.items():
+            etree.SubElement(s_el, "param", name=_clean(pk), value=_clean(pv))
+        h = etree.SubElement(lj, "history")
+        etree.SubElement(h, "state", name=LocalState.PLANNED.value, at=stamp)
+        etree.SubElement(lj, "progress")
+        if failed:
+            LocalJob(lj).set_state(LocalState.FAILED, evidence=Evidence.CREATION, reason=failed, exit_code=1,
+                                   at=created)
+    del doc
+    return GridJob(root)
+
+
+# ---------------------------------------------------------------------------
+# The database
+# ---------------------------------------------------------------------------
+
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_blank_text=True)
+
+
+class Database:
+    def __init__(self, home: Home, lock_timeout: float = 10.0):
+        self.home = home
+        self.lock_timeout = lock_timeout
+
+    # -- files -------------------------------------------------------------
+    def _install_stylesheet(self) -> None:
+        target = self.home.db / STYLESHEET
+        src = resources.files("jim").joinpath("data", STYLESHEET)
+        data = src.read_bytes()
+        try:
+            if target.read_bytes() == data:
+                return
+        except FileNotFoundError:
+            pass
+        atomic_write(target, data, mode=0o644)
+
+    def exists(self, job_id: str) -> bool:
+        return self.home.record(job_id).exists()
+
+    def read(self, job_id: str) -> GridJob:
+        path = self.home.record(job_id)
+        try:
+            tree = etree.parse(str(path), _PARSER)
+        except OSError:
+            if not path.exists():
+                raise JobNotFound(f"no grid job {job_id}") from None
+            raise
+        except etree.XMLSyntaxError as e:
+            raise DatabaseError(f"record of {job_id} is damaged: {e}") from e
+        return GridJob(tree.getroot())
+
+    def _write(self, job: GridJob) -> None:
+        atomic_write(self.home.record(job.id), job.tostring())
+        self._write_summary(job)
+
+    def _write_summary(self, job: GridJob) -> None:
+        lines = [f"JOB_STATE={job.state.name}"]
+        if job.state.terminal and job.exit_code is not None:
+            lines.append(f"EXIT_CODE={job.exit_code}")
+        counts = job.counts()
+        unsubmitted = counts.get("PLANNED", 0) + counts.get("SUBMITTING", 0)
+        lines.append(f"#UNSUBMITTED={unsubmitted}")
+        lines.append(f"#CANCEL={'1' if job.cancel_requested else '0'}")
+        atomic_write(self.home.summary(job.id), ("\n".join(lines) + "\n").encode())
+
+    # -- operations ----------------------------------------------------------
+    def create(self, job: GridJob) -> None:
+        """Record a new grid job: record, summary, then index (the record is the truth)."""
+        self.home.ensure()
+        self._install_stylesheet()
+        with locked(self.home.db_lock(job.id), self.lock_timeout):
+            if self.exists(job.id):
+                raise DatabaseError(f"grid job {job.id} already exists")
+            self._write(job)
+        self._index_update(job)
+
+    @contextlib.contextmanager
+    def update(self, job_id: str) -> Iterator[GridJob]:
+        """Read-modify-write one record under its lock; written only if changed."""
+        with locked(self.home.db_lock(job_id), self.lock_timeout):
+            job = self.read(job_id)
+            before = job.tostring()
+            state_before = job.state
+            yield job
+            if job.tostring() != before:
+                job.set("updated", now_iso())
+                self._write(job)
+        if job.state is not state_before:
+            self._index_update(job)
+
+    def delete(self, job_id: str) -> None:
+        """Forget a grid job entirely (record, summary, work area, index line)."""
+        with locked(self.home.db_lock(job_id), self.lock_timeout):
+            for p in (self.home.record(job_id), self.home.summary(job_id)):
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            shutil.rmtree(self.home.job_dir(job_id), ignore_errors=True)
+        with locked(self.home.index_lock, self.lock_timeout):
+            root = self._read_index()
+            for el in root.findall(f"job[@id='{job_id}']"):
+                root.remove(el)
+            atomic_write(self.home.index, etree.tostring(root, xml_declaration=True, encoding="UTF-8",
+                                                         pretty_print=True))
+
+    # -- index -------------------------------------------------------------
+    def _read_index(self) -> etree._Element:
+        try:
+            return etree.parse(str(self.home.index), _PARSER).getroot()
+        except (OSError, etree.XMLSyntaxError):
+            return self.rebuild_index_root()
+
+    def rebuild_index_root(self) -> etree._Element:
+        """The index rebuilt from the records themselves (it is only a cache)."""
+        root = etree.Element("index", schemaVersion=SCHEMA_VERSION)
+        for path in sorted(self.home.db.glob("*.xml")):
+            if path.name == "index.xml":
+                continue
+            try:
+                job = GridJob(etree.parse(str(path), _PARSER).getroot())
+            except (OSError, etree.XMLSyntaxError):
+                continue
+            root.append(self._index_entry(job))
+        return root
+
+    @staticmethod
+    def _index_entry(job: GridJob) -> etree._Element:
+        return etree.Element("job", id=job.id, state=job.state.name, jobtype=job.jobtype,
+                             name=job.get("name", ""), created=job.get("created"), updated=job.get("updated"),
+                             localJobs=str(len(job.root.find("localjobs"))), owner=job.get("owner", ""))
+
+    def _index_update(self, job: GridJob) -> None:
+        with locked(self.home.index_lock, self.lock_timeout):
+            root = self._read_index()
+            entry = self._index_entry(job)
+            existing = root.find(f"job[@id='{job.id}']")
+            if existing is not None:
+                root.replace(existing, entry)
+            else:
+                root.append(entry)
+            atomic_write(self.home.index, etree.tostring(root, xml_declaration=True, encoding="UTF-8",
+                                                         pretty_print=True))
+
+    def list(self) -> list[dict[str, str]]:
+        """Every grid job of the index, newest first."""
+        root = self._read_index()
+        jobs = [dict(el.attrib) for el in root.findall("job")]
+        jobs.sort(key=lambda j: j.get("created", ""), reverse=True)
+        return jobs
+
+    def active_ids(self) -> list[str]:
+        """Grid jobs whose state is not terminal (from the summaries: cheap)."""
+        out = []
+        for path in self.home.db.glob("*.state"):
+            try:
+                first = path.read_text().split("\n", 1)[0]
+            except OSError:
+                continue
+            if first not in ("JOB_STATE=DONE", "JOB_STATE=FAILED"):
+                out.append(path.stem)
+        return sorted(out)
+
+
+def read_summary(home: Home, job_id: str) -> dict[str, str]:
+    """The poll summary of a grid job, as key -> value (keys without the '#')."""
+    try:
+        text = home.summary(job_id).read_text()
+    except FileNotFoundError:
+        raise JobNotFound(f"no grid job {job_id}") from None
+    out = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.lstrip("#").split("=", 1)
+            out[k] = v
+    return out
+
+
+def validate(path: Path) -> list[str]:
+    """Errors of one XML file of the database against the shipped RelaxNG schema."""
+    schema_file = resources.files("jim").joinpath("schema", "jim.rng")
+    schema = etree.RelaxNG(etree.parse(str(schema_file)))
+    doc = etree.parse(str(path), _PARSER)
+    if schema.validate(doc):
+        return []
+    return [f"{e.line}: {e.message}" for e in schema.error_log]

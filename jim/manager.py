@@ -1,0 +1,223 @@
+"""The grid job lifecycle: plan, submit, cancel (what the CLI commands do).
+
+``submit`` validates and plans synchronously, records the grid job, and
+leaves packaging and batch submission to a detached worker
+(:mod:`jim.worker`); a per-user monitor (:mod:`jim.monitor`) follows the local
+jobs from then on.  ``cancel`` stops every local job and gathers the outputs.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from jim import faults
+from jim.config import Config
+from jim.db import Database, atomic_write, new_job_id, new_record
+from jim.errors import InvalidAttribute, JimError, PlanError
+from jim.jobdesc import JobDescription
+from jim.locks import SingleInstance
+from jim.log import for_job
+from jim.paths import Home
+from jim.states import Evidence, GramState, LocalState
+
+PLAN_FILE = "plan.json"
+
+
+def make_plan(config: Config, desc: JobDescription):
+    """Validate ``desc`` and plan it: (handler, plan, commands).  Records nothing."""
+    from jim.handlers import get_handler_class
+
+    desc.check_common()
+    cls = get_handler_class(desc.jimtype)
+    desc.check_known(cls.attributes)
+    handler = cls(config.site, config.handler_options(cls.name or desc.jimtype))
+    try:
+        plan = handler.getNumSubmissionTimes(desc)
+    except ValueError as e:  # splitters raise ValueError on bad parameters
+        if isinstance(e, JimError):
+            raise
+        raise InvalidAttribute(str(e)) from e
+    if plan.n < 1:
+        raise PlanError("the plan has no local jobs")
+    if plan.n > config.site.max_local_jobs:
+        raise PlanError(f"the plan has {plan.n} local jobs, over the site's limit of {config.site.max_local_jobs}")
+    commands = [handler.getCommandAndArguments(desc, plan, s) for s in plan.slices]
+    for argv in commands:
+        if not argv or not all(isinstance(a, str) for a in argv) or any("\0" in a for a in argv):
+            raise InvalidAttribute("a local job's command must be a non-empty list of strings")
+    return handler, plan, commands
+
+
+def plan_to_json(plan, commands: list[list[str]]) -> dict[str, Any]:
+    return {
+        "binding": plan.binding, "explanation": plan.explanation, "attrs": plan.attrs, "queue": plan.queue,
+        "slices": [{"attrs": s.attrs, "params": s.params, "env": s.env, "queue": s.queue,
+                    "failed_on_creation": s.failed_on_creation} for s in plan.slices],
+        "commands": commands,
+    }
+
+
+def plan_from_json(data: dict[str, Any]):
+    from jim.handlers.base import LocalSlice, Plan
+
+    slices = [LocalSlice(attrs=s["attrs"], params=s["params"], env=s["env"], queue=s.get("queue"),
+                         failed_on_creation=s.get("failed_on_creation")) for s in data["slices"]]
+    return Plan(slices, data["binding"], data["explanation"], attrs=data["attrs"], queue=data.get("queue")), \
+        data["commands"]
+
+
+def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None = None,
+           start_background: bool = True) -> str:
+    """Record a new grid job and start its worker; return the grid job id."""
+    from jim.outputs import check_output_tar
+
+    env = dict(os.environ if env is None else env)
+    handler, plan, commands = make_plan(config, desc)
+    if desc.has("outputtar"):
+        desc.attrs["outputtar"] = [check_output_tar(desc.get("outputtar"), desc.get("directory"))]
+    home = Home(config.home).ensure()
+    db = Database(home, config.deadlines.lock)
+    job_id = new_job_id()
+    job_dir = home.job_dir(job_id)
+    os.mkdir(job_dir, 0o700)
+    try:
+        atomic_write(job_dir / PLAN_FILE, json.dumps(plan_to_json(plan, commands)).encode())
+        meta = {"segDir": env.get("JIM_SEG_DIR") or config.gram.seg_dir,
+                "gramUniqid": desc.get("uniqid") or "",
+                "gramJobDir": desc.get("jobdir") or ""}
+        record = new_record(
+            job_id, jobtype=desc.jimtype, name=desc.get("jobname") or os.path.basename(desc.executable or ""),
+            owner=getpass.getuser(), adapter=config.batch.adapter, description=desc.to_json(),
+            source_format=desc.source_format, source_text=desc.source_text,
+            plan=plan.record_attrs(), explanation=plan.explanation,
+            slices=[s.record() for s in plan.slices], meta=meta)
+        record.recompute(max_failed_fraction=config.site.max_failed_fraction)
+        db.create(record)
+    except BaseException:
+        import shutil
+        shutil.rmtree(job_dir, ignore_errors=True)
+        raise
+    log = for_job("jim.submit", job_id)
+    log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
+    faults.point("submit-after-record")
+    if start_background:
+        start_worker(home, job_id)
+        start_monitor(home)
+    return job_id
+
+
+# ---------------------------------------------------------------------------
+# background processes
+# ---------------------------------------------------------------------------
+
+def _spawn(home: Home, *args: str) -> int:
+    from jim.proc import jim_argv, spawn_detached
+
+    env = dict(os.environ)
+    env["JIM_HOME"] = str(home.root)
+    return spawn_detached(jim_argv(*args), env=env, cwd=str(home.root),
+                          stderr=str(home.logdir / "background.err"))
+
+
+def start_worker(home: Home, job_id: str) -> bool:
+    """Start the worker of ``job_id`` unless one is running."""
+    if SingleInstance(home.worker_lock(job_id)).held_elsewhere():
+        return False
+    _spawn(home, "_worker", job_id)
+    return True
+
+
+def start_monitor(home: Home) -> bool:
+    if SingleInstance(home.monitor_lock).held_elsewhere():
+        return False
+    _spawn(home, "_monitor")
+    return True
+
+
+def stop_worker(home: Home, job_id: str, timeout: float = 5.0) -> None:
+    """Kill the worker of ``job_id`` if it runs (its journal makes that safe)."""
+    lock = SingleInstance(home.worker_lock(job_id))
+    if not lock.held_elsewhere():
+        return
+    pid = lock.holder_pid()
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while lock.held_elsewhere() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------
+# cancel
+# ---------------------------------------------------------------------------
+
+def cancel(config: Config, job_id: str) -> GramState:
+    """Stop every local job of ``job_id``, gather outputs; return the grid state."""
+    from jim.adapters import get_adapter
+    from jim.outputs import finalize, read_exit_file
+
+    home = Home(config.home)
+    db = Database(home, config.deadlines.lock)
+    log = for_job("jim.cancel", job_id)
+    job = db.read(job_id)
+    if job.state.terminal:
+        if not job.outputs_gathered:
+            finalize(db, job_id, max_failed_fraction=config.site.max_failed_fraction)
+        log.info("cancel of grid job %s: already %s", job_id, job.state.name)
+        return job.state
+    with db.update(job_id) as rec:
+        if not rec.cancel_requested:
+            rec.set("cancelRequested", "true")
+            rec.set("cancelReason", "cancelled by the user")
+    log.info("cancelling grid job %s", job_id)
+    stop_worker(home, job_id)
+    adapter = get_adapter(config, home)
+    job = db.read(job_id)
+    unsure = [lj.tag for lj in job.local_jobs() if lj.state is LocalState.SUBMITTING and not lj.batch_id]
+    found = adapter.find_by_tag(job_id, unsure) if unsure else {}
+    batch_ids = {lj.index: lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id}
+    for lj in job.local_jobs():
+        if lj.tag in found:
+            batch_ids[lj.index] = found[lj.tag]
+    grace = config.deadlines.cancel_grace
+    if batch_ids:
+        adapter.retrying(adapter.cancel, sorted(set(batch_ids.values())), grace)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:  # let the wrappers write their exit-code files
+        if all((home.local_dir(job_id, k) / "exit_code").exists() for k in batch_ids):
+            break
+        time.sleep(0.05)
+    with db.update(job_id) as rec:
+        for lj in rec.local_jobs():
+            if lj.state.terminal:
+                continue
+            if lj.index in batch_ids and not lj.batch_id:
+                lj.batch_id = batch_ids[lj.index]
+            ec = read_exit_file(home.local_dir(job_id, lj.index) / "exit_code") if lj.index in batch_ids else None
+            if ec is not None and ec[0] == 0 and "terminated_by" not in ec[1]:
+                lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
+            else:
+                lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL,
+                             exit_code=ec[0] if ec else None,
+                             reason="cancelled" + ("" if lj.index in batch_ids else " before it was submitted"))
+        rec.recompute(max_failed_fraction=config.site.max_failed_fraction)
+    finalize(db, job_id, max_failed_fraction=config.site.max_failed_fraction)
+    job = db.read(job_id)
+    log.info("grid job %s cancelled: %s, output tar %s", job_id, job.state.name, job.output_tar)
+    from jim.monitor import emit_seg_event
+    emit_seg_event(job)
+    return job.state
+
+
+def output_tar(config: Config, job_id: str) -> Path | None:
+    job = Database(Home(config.home), config.deadlines.lock).read(job_id)
+    return Path(job.output_tar) if job.output_tar else None

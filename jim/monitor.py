@@ -1,0 +1,288 @@
+"""The per-user monitor: follows every active local job of this user.
+
+One monitor per user (a :class:`SingleInstance` lock), started on demand by
+``submit`` and ``poll`` and exiting after ``idle_exit`` seconds with nothing
+active.  Every ``interval`` seconds it:
+
+1. asks the batch system about *all* active local jobs of *all* this user's
+   grid jobs in one query (:meth:`Adapter.query`);
+2. for each local job, applies what is known, in order of evidence:
+
+   * the query failed: **no news**, no state changes at all (the adapter is
+     marked degraded, so no new submissions either);
+   * the job is in the queue: its state (QUEUED, RUNNING, HELD ...); a
+     terminal state from the batch system takes its exit code from the
+     wrapper's exit-code file when there is one;
+   * the job is absent: the wrapper's exit-code file, else the accounting
+     records, else (after ``lost_grace`` seconds absent) LOST;
+
+3. merges what the wrappers report (progress phases, heartbeat, host);
+4. aggregates the grid state, gathers the outputs of grid jobs whose local
+   jobs have all ended, and in push mode appends a GRAM SEG event for every
+   grid state change;
+5. restarts the worker of a grid job that still has unsubmitted local jobs
+   and no worker (a killed worker resumes without duplicates).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from jim.config import Config
+from jim.db import Database, GridJob, LocalJob, now_iso, parse_iso
+from jim.errors import JimError
+from jim.locks import SingleInstance
+from jim.log import for_job
+from jim.outputs import finalize, read_exit_file
+from jim.paths import Home
+from jim.states import Evidence, GramState, LocalState
+
+log = logging.getLogger("jim.monitor")
+
+MAX_PROGRESS_BYTES = 64 * 1024
+
+
+def read_progress(path: Path) -> dict[str, tuple[int, int]]:
+    """Latest ``done/total`` per phase from a progress file (``<phase> <done> <total>`` lines)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - MAX_PROGRESS_BYTES))
+            data = f.read().decode(errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    phases: dict[str, tuple[int, int]] = {}
+    for line in data.splitlines():
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        name, done, total = parts
+        if not (done.isdigit() and total.isdigit()) or len(name) > 64:
+            continue
+        phases[name] = (int(done), int(total))
+    return phases
+
+
+def _terminal_from_exit_file(lj: LocalJob, ec: tuple[int, dict[str, str]], cancelled: bool) -> None:
+    code, info = ec
+    if code == 0 and "terminated_by" not in info:
+        lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
+    elif cancelled and "terminated_by" in info:
+        lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=code, reason="cancelled")
+    else:
+        reason = info.get("error") or info.get("wrapper_error") or (
+            f"killed by signal {info['signal']}" if "signal" in info else f"exit code {code}")
+        lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=code or 1, reason=reason)
+
+
+def apply_local(lj: LocalJob, local_dir: Path, result, accounting: dict, *, now: float,
+                lost_grace: float, cancelled: bool) -> None:
+    """Bring one local job up to date (see the module docstring for the order of evidence)."""
+    phases = read_progress(local_dir / "progress")
+    if phases:
+        lj.set_progress(phases, at=now)
+    try:
+        hb = int((local_dir / "heartbeat").read_text().strip() or 0)
+        if hb:
+            lj.set("heartbeat", now_iso(hb))
+    except (OSError, ValueError):
+        pass
+    if lj.state.terminal or not lj.batch_id or not result.ok:
+        return
+    status = result.lookup(lj.batch_id)
+    ec = read_exit_file(local_dir / "exit_code")
+    if status is not None:
+        lj.el.attrib.pop("absentSince", None)
+        if status.host:
+            lj.set("host", status.host)
+        if status.state.terminal:
+            if ec is not None:
+                _terminal_from_exit_file(lj, ec, cancelled)
+            else:
+                lj.set_state(status.state, evidence=status.evidence, exit_code=status.exit_code,
+                             reason=status.reason or status.native)
+        else:
+            if ec is not None and status.state is LocalState.RUNNING:
+                # the wrapper has finished; the batch system has not noticed yet
+                return
+            lj.set_state(status.state, reason=status.reason)
+        return
+    # absent from the batch system
+    if ec is not None:
+        _terminal_from_exit_file(lj, ec, cancelled)
+        return
+    acct = accounting.get(lj.batch_id)
+    if acct is not None:
+        lj.set_state(acct.state, evidence=Evidence.ACCOUNTING, exit_code=acct.exit_code,
+                     reason=acct.reason or acct.native)
+        return
+    since = parse_iso(lj.get("absentSince"))
+    if since is None:
+        lj.set("absentSince", now_iso(now))
+    elif now - since >= lost_grace:
+        lj.set_state(LocalState.LOST, evidence=Evidence.ABSENT_AFTER_GRACE,
+                     reason=f"gone from the batch system for {now - since:.0f} s with no exit-code file "
+                            f"and no accounting record")
+
+
+def emit_seg_event(job: GridJob) -> None:
+    """Append a GRAM SEG line for the grid job's current state (push mode only)."""
+    seg_dir = job.meta("segDir")
+    if not seg_dir:
+        return
+    state = job.state
+    code = job.exit_code if state.terminal and job.exit_code is not None else 0
+    line = f"001;{int(time.time())};{job.id};{int(state)};{code}\n"
+    path = Path(seg_dir) / time.strftime("%Y%m%d", time.gmtime())
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError as e:
+        log.error("cannot append SEG event for %s to %s: %s", job.id, path, e)
+
+
+def refresh(config: Config, db: Database, adapter, *, now: float | None = None) -> int:
+    """One monitoring pass over every active grid job; returns how many remain active."""
+    from jim.manager import start_worker
+
+    now = time.time() if now is None else now
+    home = db.home
+    ids = db.active_ids()
+    jobs: dict[str, GridJob] = {}
+    batch_ids: list[str] = []
+    for job_id in ids:
+        try:
+            job = db.read(job_id)
+        except JimError:
+            continue
+        jobs[job_id] = job
+        batch_ids += [lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id]
+    from jim.adapters.base import QueryResult
+    result = adapter.query(batch_ids) if batch_ids else QueryResult(ok=True)
+    if result.ok:
+        adapter.mark_healthy()
+    else:
+        adapter.mark_degraded(result.error)
+    accounting = {}
+    if result.ok:
+        absent = [b for b in batch_ids if result.lookup(b) is None]
+        unexplained = [b for b in absent if b not in _with_exit_file(home, jobs, absent)]
+        if unexplained:
+            try:
+                accounting = adapter.accounting(unexplained)
+            except JimError as e:
+                log.warning("accounting lookup failed: %s", e)
+    active = 0
+    for job_id, job in jobs.items():
+        jlog = for_job("jim.monitor", job_id)
+        try:
+            with db.update(job_id) as rec:
+                before = rec.state
+                for lj in rec.local_jobs():
+                    apply_local(lj, home.local_dir(job_id, lj.index), result, accounting, now=now,
+                                lost_grace=config.monitor.lost_grace, cancelled=rec.cancel_requested)
+                rec.recompute(max_failed_fraction=config.site.max_failed_fraction)
+                after = rec.state
+            if after is not before:
+                jlog.info("grid job %s: %s -> %s", job_id, before.name, after.name)
+                emit_seg_event(rec)
+            if all(lj.state.terminal for lj in rec.local_jobs()) and not rec.outputs_gathered:
+                if finalize(db, job_id, max_failed_fraction=config.site.max_failed_fraction):
+                    final = db.read(job_id)
+                    jlog.info("grid job %s: outputs gathered in %s; %s exit code %s", job_id,
+                              final.output_tar, final.state.name, final.exit_code)
+                    emit_seg_event(final)
+                    continue
+            if not rec.state.terminal:
+                active += 1
+                if not rec.cancel_requested and any(
+                        lj.state in (LocalState.PLANNED, LocalState.SUBMITTING) for lj in rec.local_jobs()):
+                    start_worker(home, job_id)
+        except JimError as e:
+            jlog.error("monitoring of %s failed this round: %s", job_id, e)
+            active += 1
+    return active
+
+
+def _with_exit_file(home: Home, jobs: dict[str, GridJob], absent: list[str]) -> set[str]:
+    wanted = set(absent)
+    found = set()
+    for job_id, job in jobs.items():
+        for lj in job.local_jobs():
+            if lj.batch_id in wanted and (home.local_dir(job_id, lj.index) / "exit_code").exists():
+                found.add(lj.batch_id)
+    return found
+
+
+def run(config: Config, *, once: bool = False) -> int:
+    """Entry point of ``jim _monitor`` (detached)."""
+    from jim.adapters import get_adapter
+
+    home = Home(config.home).ensure()
+    lock = SingleInstance(home.monitor_lock)
+    if not lock.acquire():
+        return 0
+    db = Database(home, config.deadlines.lock)
+    adapter = get_adapter(config, home)
+    log.info("monitor started (pid %d, adapter %s, interval %g s)", os.getpid(), adapter.name,
+             config.monitor.interval)
+    idle_since = None
+    try:
+        while True:
+            started = time.monotonic()
+            try:
+                active = refresh(config, db, adapter)
+            except Exception:
+                log.exception("monitor pass failed")
+                active = 1
+            if once:
+                return 0
+            if active:
+                idle_since = None
+            else:
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since >= config.monitor.idle_exit:
+                    log.info("monitor exiting: nothing active for %g s", config.monitor.idle_exit)
+                    return 0
+            time.sleep(max(0.05, config.monitor.interval - (time.monotonic() - started)))
+    finally:
+        lock.release()
+
+
+def status_json(job: GridJob) -> dict:
+    """What ``jim status --json`` prints for one grid job."""
+    locals_ = []
+    done_sum = total_sum = 0
+    for lj in job.local_jobs():
+        prog = [{"name": n, "done": d, "total": t} for n, d, t in lj.progress]
+        for p in prog:
+            done_sum += min(p["done"], p["total"])
+            total_sum += p["total"]
+        locals_.append({"index": lj.index, "tag": lj.tag, "state": lj.state.value, "batchId": lj.batch_id,
+                        "queue": lj.get("queue"), "submitted": lj.get("submitted"), "started": lj.get("started"),
+                        "ended": lj.get("ended"), "exitCode": lj.exit_code, "evidence": lj.evidence,
+                        "reason": lj.get("reason"), "host": lj.get("host"), "heartbeat": lj.get("heartbeat"),
+                        "slice": lj.slice, "progress": prog,
+                        "MasterJobID": lj.get("MasterJobID"), "SplitID": lj.get("SplitID"),
+                        "HerdState": lj.get("HerdState")})
+    return {"id": job.id, "state": job.state.name, "exitCode": job.exit_code, "jobtype": job.jobtype,
+            "name": job.get("name"), "owner": job.get("owner"), "adapter": job.get("adapter"),
+            "created": job.get("created"), "updated": job.get("updated"),
+            "cancelRequested": job.cancel_requested, "HerdState": job.get("HerdState"),
+            "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
+            "counts": job.counts(),
+            "progress": {"done": done_sum, "total": total_sum,
+                         "fraction": (done_sum / total_sum) if total_sum else None},
+            "outputTar": job.output_tar, "localJobs": locals_}
+
+
+def dump(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False)

@@ -1,0 +1,526 @@
+r"""Parametric splitting with DIRAC's semantics and ``$name`` substitution.
+
+A job description (attribute name -> list of strings; nested lists occur, e.g.
+environment pairs) becomes N child descriptions, one per parameter value.
+
+Sequences (DIRAC ``ParametricJob``)
+-----------------------------------
+* The unnamed sequence: ``Parameters`` with optional ``ParameterStart``,
+  ``ParameterStep`` and ``ParameterFactor``.  Named sequences:
+  ``Parameters.<name>``, ``ParameterStart.<name>`` and so on.
+* ``Parameters`` is an explicit list of values, used as written, or an integer
+  count N.  A count is allowed on the unnamed ``Parameters`` only.
+* Generated values follow DIRAC's rule exactly: ``p[0] = Start`` and
+  ``p[i] = p[i-1] * Factor + Step``, with defaults Start 1, Step 0, Factor 1 --
+  so ``Parameters = 3; ParameterStart = 5`` gives ``5, 5, 5`` and Start 1, Step
+  1, Factor 2 gives ``1, 3, 7``.  (This is *not* ``start * factor**k + step *
+  k``: the step is multiplied by later factors too.)
+* Typing, as DIRAC (``Start * type(Factor)(1) + type(Step)(0)``): if Start, Step
+  or Factor is *written* as a float (``2.0``, ``0.5``, ``1e3``) the whole
+  sequence is float, else it is integer.
+* Arithmetic is exact (:class:`decimal.Decimal` on the values as written), so
+  no binary noise reaches a string: Start 0.1, Step 0.2 gives ``0.1, 0.3, 0.5``
+  (never ``0.30000000000000004``), and DIRAC RFC #15's Step 1, Factor 1.3 gives
+  ``1.0, 2.3, 3.99``.  An integer sequence prints as integers (``7``, never
+  ``7.0``); a float sequence prints in plain decimal notation with at least one
+  fractional digit and no trailing zeros (``7.0``, ``3.99``,
+  ``10000000000000000.0`` where Python would print ``1e+16``).  Values beyond
+  :data:`MAX_DIGITS` digits are refused.
+* All ``Parameters*`` attributes must agree on N ("different length of
+  parameter vectors"); N <= 0 is illegal; no ``Parameters*`` attribute at all
+  means a normal single job.
+
+What each child carries
+-----------------------
+The ``Parameters*`` attributes are removed and these are added (as one-string
+lists): ``Parameter`` (the unnamed value, when there is an unnamed sequence),
+``Parameter.<name>`` per named sequence, ``ParameterNumber`` (0-based index),
+``SplitID`` (the index zero-padded to the width of N-1, like current DIRAC's
+``%n``: N=1 gives ``0``, N=10 gives ``0``..``9``, N=11 gives ``00``..``10``,
+N=100 gives ``00``..``99``; DIRAC's 2013 splitter padded to the width of N,
+``00``..``09`` for N=10, which only adds a useless digit) and
+``SplitSourceJob`` (the grid job id passed in).  A description that already
+sets one of these is refused.
+
+Substitution (``$name``, ``${name}``)
+-------------------------------------
+Every string in every attribute (nested lists included) is expanded once:
+
+* ``$name`` -- ``name`` is ``[A-Za-z_][A-Za-z0-9_]*`` and ends at the first other
+  character (``$Parameter_x`` looks up ``Parameter_x``; write ``${Parameter}_x``).
+* ``${name}`` -- also allows dotted names: ``${Parameter.energy}``.
+* ``$$`` -- a literal ``$`` (write ``$$HOME`` to pass ``$HOME`` to the shell).
+* A ``$`` followed by anything else (a digit, a space, end of text) is kept
+  literally, so ``$1`` and ``cost: 5$`` pass through; ``${`` without ``}`` and
+  ``${}`` are errors.
+* Names are looked up case-insensitively (RSL attribute names are), among the
+  values above plus any ``variables`` the caller adds.  **An unresolvable
+  placeholder is a ValueError naming it and its attribute** (DIRAC's 2013
+  splitter left it in place).
+* Substituted values are not scanned again, so a parameter value containing
+  ``$`` is passed through literally.
+* DIRAC's own ``%s``, ``%(name)s`` and ``%n`` placeholders are not interpreted;
+  they pass through as text.
+
+Attribute names are matched the GRAM way: case-insensitively and ignoring
+``_`` (``parameter_start`` is ``ParameterStart``); the part after the dot is a
+sequence name, kept as written (two names differing only in case are refused).
+An unnamed ``Parameters`` given one value is a count when it is an integer and
+an error otherwise: JSON/RSL cannot tell ``5`` from ``{"5"}``, and this is how
+DIRAC's 2013 splitter read a one-element list.  A named sequence given one
+value is a one-value list.  ``ParameterStart``/``Step``/``Factor`` next to an
+explicit list are refused (DIRAC ignores them silently).  More than
+``max_jobs`` children (DIRAC's ``MaxParametricJobs``, default 100) rejects the
+whole description, before any value is generated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, Inexact, InvalidOperation, Overflow, localcontext
+from typing import Union
+
+from jim.split._check import is_int, positive_int
+
+__all__ = [
+    "DEFAULT_MAX_PARAMETRIC_JOBS",
+    "MAX_DIGITS",
+    "Description",
+    "ParameterSequence",
+    "ParametricJob",
+    "expand_jobs",
+    "parse_parameters",
+    "sequence_values",
+    "split_parametric",
+    "substitute",
+]
+
+DEFAULT_MAX_PARAMETRIC_JOBS = 100
+"""DIRAC's shipped ``MaxParametricJobs``."""
+
+MAX_DIGITS = 1000
+"""Most significant digits (and largest decimal exponent) a generated value may have."""
+
+Value = Union[str, Sequence["Value"]]
+Description = Mapping[str, Sequence[Value]]
+"""Attribute name -> list of values; a value is a string or a (nested) list of strings."""
+
+Number = Union[str, int, float, Decimal]
+
+_KEYS = {"parameters": "Parameters", "parameterstart": "ParameterStart",
+         "parameterstep": "ParameterStep", "parameterfactor": "ParameterFactor"}
+_RESERVED = ("Parameter", "ParameterNumber", "SplitID", "SplitSourceJob")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_INT = re.compile(r"[+-]?[0-9]+\Z")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_PLACEHOLDER = re.compile(r"\$(?:(\$)|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*)|(\{))")
+
+
+@dataclass(frozen=True)
+class ParameterSequence:
+    """One parameter sequence: ``name`` is ``None`` for the unnamed ``Parameters``."""
+
+    name: str | None
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ParametricJob:
+    """One generated child: its index, ids, parameter values and expanded description."""
+
+    index: int
+    split_id: str
+    source_job: str
+    parameter: str | None
+    named: tuple[tuple[str, str], ...] = ()
+    description: dict[str, list[Value]] = field(default_factory=dict, hash=False)
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """The names ``$...`` placeholders could use for this child (besides caller extras)."""
+        return _job_variables(self.index, self.split_id, self.source_job, self.parameter, self.named)
+
+
+def sequence_values(
+    count: int, *, start: Number = 1, step: Number = 0, factor: Number = 1
+) -> tuple[str, ...]:
+    """The ``count`` values ``p[0] = start``, ``p[i] = p[i-1] * factor + step``, as strings.
+
+    Numbers may be given as written (``"0.1"``), or as ``int``/``Decimal``; a
+    ``float`` is taken by its shortest repr.  Integer-typed unless one of the
+    three is float-typed (see the module docstring).  Raises ``ValueError`` for
+    ``count <= 0``, a non-numeric value, or a value beyond :data:`MAX_DIGITS`.
+    """
+    positive_int("number of job parameters", count)
+    s0, start_int = _number("ParameterStart", start)
+    ds, step_int = _number("ParameterStep", step)
+    df, factor_int = _number("ParameterFactor", factor)
+    integer = start_int and step_int and factor_int
+    values = []
+    with localcontext() as ctx:
+        ctx.prec = MAX_DIGITS
+        ctx.Emax = MAX_DIGITS
+        ctx.Emin = -MAX_DIGITS
+        ctx.traps[Inexact] = ctx.traps[Overflow] = ctx.traps[InvalidOperation] = True
+        value = s0
+        for k in range(count):
+            try:
+                if k:
+                    value = value * df + ds
+                values.append(_format(value, integer))
+            except (Inexact, Overflow, InvalidOperation, ValueError):
+                raise ValueError(
+                    f"parameter value {k} of the sequence has more than {MAX_DIGITS} digits"
+                ) from None
+    return tuple(values)
+
+
+def parse_parameters(
+    description: Description, *, max_jobs: int = DEFAULT_MAX_PARAMETRIC_JOBS
+) -> tuple[ParameterSequence, ...] | None:
+    """Read the ``Parameters*`` attributes into sequences (unnamed first, then named in order).
+
+    Returns ``None`` when the description has no ``Parameters*`` attribute (a
+    normal single job).  Raises ``ValueError`` for inconsistent or illegal
+    attributes, or more than ``max_jobs`` values, before generating any value.
+    """
+    positive_int("max_jobs", max_jobs)
+    specs = _collect(description)
+    counts = _lengths(specs)
+    if not counts:
+        if specs:
+            name, spec = next(iter(specs.items()))
+            given = _attr(next(iter(spec)), name)
+            raise ValueError(f"{given} is given but no Parameters attribute sets the number of jobs")
+        return None
+    n = next(iter(counts.values()))
+    for attr, m in counts.items():
+        if m != n:
+            first = next(iter(counts))
+            raise ValueError(f"different length of parameter vectors: {first} has {n}, {attr} has {m}")
+    if n <= 0:
+        raise ValueError(f"illegal number of job parameters {n}")
+    if n > max_jobs:
+        raise ValueError(f"{n} parametric jobs requested, more than the limit of {max_jobs}")
+    return tuple(_sequence(name, spec, n) for name, spec in specs.items())
+
+
+def expand_jobs(
+    description: Description,
+    sequences: Sequence[ParameterSequence],
+    *,
+    source_job: str,
+    variables: Mapping[str, str] | None = None,
+) -> list[ParametricJob]:
+    """Make one child per value of ``sequences`` (all of equal length) from ``description``.
+
+    The ``Parameters*`` attributes are dropped, ``$`` placeholders expanded
+    and the child attributes added (see the module docstring).  With no
+    sequence, one child (index 0, no ``Parameter``) is made.  Raises
+    ``ValueError`` for an unresolvable placeholder, a reserved attribute in the
+    description, or sequences of unequal length.
+    """
+    source = _source_job(source_job)
+    extra = _extra_variables(variables)
+    for s in sequences:
+        if not isinstance(s, ParameterSequence):
+            raise ValueError(f"sequences must be ParameterSequence objects, got {s!r}")
+        if s.name is not None and not _NAME.match(s.name):
+            raise ValueError(f"parameter sequence name must be an identifier, got {s.name!r}")
+        if not s.values:
+            raise ValueError(f"parameter sequence {s.name or 'Parameters'} has no value")
+    lengths = {len(s.values) for s in sequences}
+    if len(lengths) > 1:
+        raise ValueError(f"different length of parameter vectors: {sorted(lengths)}")
+    names = [s.name for s in sequences]
+    folded = [n.lower() if n is not None else None for n in names]
+    if len(set(folded)) != len(folded):
+        raise ValueError(f"parameter sequence names must be unique (case-insensitively): {names}")
+    n = lengths.pop() if lengths else 1
+    base = _strip_parameter_attributes(description)
+    width = len(str(n - 1))
+    jobs = []
+    for k in range(n):
+        split_id = str(k).zfill(width)
+        parameter = next((s.values[k] for s in sequences if s.name is None), None)
+        named = tuple((s.name, s.values[k]) for s in sequences if s.name is not None)
+        own = _job_variables(k, split_id, source, parameter, named)
+        lookup = {name.lower(): value for name, value in {**extra, **own}.items()}
+        expanded: dict[str, list[Value]] = {attr: _expand(attr, vals, lookup) for attr, vals in base.items()}
+        expanded.update((name, [value]) for name, value in own.items())
+        jobs.append(ParametricJob(k, split_id, source, parameter, named, expanded))
+    return jobs
+
+
+def split_parametric(
+    description: Description,
+    *,
+    source_job: str,
+    max_jobs: int = DEFAULT_MAX_PARAMETRIC_JOBS,
+    variables: Mapping[str, str] | None = None,
+) -> list[ParametricJob]:
+    """Parse the ``Parameters*`` attributes and expand one child description per value.
+
+    ``source_job`` is the grid (master) job id, given to every child as
+    ``SplitSourceJob``; ``variables`` adds placeholder names (they may not
+    shadow the generated ones).  Every child is expanded before any is returned,
+    so one bad child rejects the whole description.  Raises ``ValueError`` as
+    :func:`parse_parameters` and :func:`expand_jobs` do.
+    """
+    sequences = parse_parameters(description, max_jobs=max_jobs)
+    return expand_jobs(description, sequences or (), source_job=source_job, variables=variables)
+
+
+def substitute(text: str, variables: Mapping[str, str]) -> str:
+    """Expand ``$name``, ``${name}`` and ``$$`` in ``text`` once (see the module docstring).
+
+    ``variables`` is matched case-insensitively.  Raises ``ValueError`` naming
+    the first placeholder that cannot be resolved or is malformed.
+    """
+    lookup = {name.lower(): value for name, value in variables.items()}
+    return _substitute(text, lookup)
+
+
+# --- parsing the description -------------------------------------------------------------
+
+
+def _collect(description: Description) -> dict[str | None, dict[str, list[Value]]]:
+    """Group the ``Parameters*`` attributes by sequence name: ``{name: {key: values}}``."""
+    _check_mapping(description)
+    specs: dict[str | None, dict[str, list[Value]]] = {}
+    folded: dict[str, str] = {}
+    for attr, values in description.items():
+        if not isinstance(attr, str):
+            raise ValueError(f"attribute names must be strings, got {attr!r}")
+        _check_not_reserved(attr)
+        parsed = _parameter_attribute(attr)
+        if parsed is None:
+            continue
+        key, name = parsed
+        if name is not None:
+            other = folded.setdefault(name.lower(), name)
+            if other != name:
+                raise ValueError(f"parameter sequence names {other!r} and {name!r} differ only in case")
+        spec = specs.setdefault(name, {})
+        if key in spec:
+            raise ValueError(f"{_attr(key, name)} is given twice")
+        if isinstance(values, str) or not isinstance(values, Sequence):
+            raise ValueError(f"{attr} must be a list of strings, got {values!r}")
+        if not all(isinstance(v, str) for v in values):
+            raise ValueError(f"{attr} values must be strings, got {values!r}")
+        spec[key] = list(values)
+    if None in specs:  # unnamed first
+        specs = {None: specs.pop(None), **specs}
+    return specs
+
+
+def _check_mapping(description: object) -> None:
+    if not isinstance(description, Mapping):
+        kind = type(description).__name__
+        raise ValueError(f"job description must be a mapping of attribute -> values, got {kind}")
+
+
+def _parameter_attribute(attr: str) -> tuple[str, str | None] | None:
+    """``("ParameterStart", "A")`` for ``parameter_start.A``; ``None`` for other attributes."""
+    base, dot, name = attr.partition(".")
+    key = _KEYS.get(base.replace("_", "").lower())
+    if key is None:
+        return None
+    if not dot:
+        return key, None
+    if not _NAME.match(name):
+        raise ValueError(f"{attr}: parameter sequence name must be an identifier, got {name!r}")
+    return key, name
+
+
+def _check_not_reserved(attr: str) -> None:
+    base, dot, name = attr.partition(".")
+    canonical = base.replace("_", "").lower()
+    for reserved in _RESERVED:
+        if canonical == reserved.lower() and (not dot or reserved == "Parameter"):
+            raise ValueError(f"attribute {attr} is set by the parametric splitter and may not be given")
+
+
+def _lengths(specs: Mapping[str | None, Mapping[str, list[Value]]]) -> dict[str, int]:
+    """Attribute -> number of values, for every ``Parameters*`` attribute, in order."""
+    counts = {}
+    for name, spec in specs.items():
+        values = spec.get("Parameters")
+        if values is None:
+            continue
+        attr = _attr("Parameters", name)
+        if name is None and len(values) == 1:
+            text = str(values[0]).strip()
+            if not _INT.match(text):
+                raise ValueError(
+                    f"Parameters: a single value must be an integer count, got {text!r} "
+                    "(give two or more values for an explicit list)"
+                )
+            counts[attr] = int(text)
+        else:
+            counts[attr] = len(values)
+    return counts
+
+
+def _sequence(name: str | None, spec: Mapping[str, list[Value]], n: int) -> ParameterSequence:
+    values = spec.get("Parameters")
+    explicit = values is not None and (name is not None or len(values) > 1)
+    if explicit:
+        for key in ("ParameterStart", "ParameterStep", "ParameterFactor"):
+            if key in spec:
+                raise ValueError(
+                    f"{_attr(key, name)} cannot be combined with an explicit {_attr('Parameters', name)} list"
+                )
+        return ParameterSequence(name, tuple(str(v) for v in values))  # type: ignore[union-attr]
+    numbers = {
+        key: _single(_attr(key, name), spec[key])
+        for key in ("ParameterStart", "ParameterStep", "ParameterFactor")
+        if key in spec
+    }
+    try:
+        generated = sequence_values(
+            n,
+            start=numbers.get("ParameterStart", 1),
+            step=numbers.get("ParameterStep", 0),
+            factor=numbers.get("ParameterFactor", 1),
+        )
+    except ValueError as exc:
+        raise ValueError(f"{_attr('Parameters', name)}: {exc}") from None
+    return ParameterSequence(name, generated)
+
+
+def _single(attr: str, values: list[Value]) -> str:
+    if len(values) != 1:
+        raise ValueError(f"{attr} must have exactly one value, got {values!r}")
+    return str(values[0])
+
+
+def _attr(key: str, name: str | None) -> str:
+    return key if name is None else f"{key}.{name}"
+
+
+
+# --- numbers -------------------------------------------------------------------------------
+
+
+def _number(attr: str, value: Number) -> tuple[Decimal, bool]:
+    """``(exact value, integer-typed?)`` for a number as written."""
+    if isinstance(value, bool):
+        raise ValueError(f"{attr} must be a number, got {value!r}")
+    if isinstance(value, int):
+        return Decimal(value), True
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{attr} must be a finite number, got {value!r}")
+        return Decimal(repr(value)), False
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{attr} must be a finite number, got {value!r}")
+        return value, value.as_tuple().exponent >= 0  # type: ignore[operator]
+    if isinstance(value, str):
+        text = value.strip()
+        if _INT.match(text):
+            return Decimal(text), True
+        if _FLOAT.match(text):
+            number = Decimal(text)
+            if abs(number.adjusted()) > MAX_DIGITS:
+                raise ValueError(f"{attr} is out of range: {value!r}")
+            return number, False
+    raise ValueError(f"{attr} must be a number, got {value!r}")
+
+
+def _format(value: Decimal, integer: bool) -> str:
+    """An integer-typed value as an integer; a float-typed one in plain notation, e.g. ``7.0``."""
+    if abs(value.adjusted()) > MAX_DIGITS:
+        raise ValueError(f"value out of range: {value}")
+    if integer:
+        return str(int(value))
+    if value == 0:
+        return "0.0"
+    text = format(value.normalize(), "f")
+    return text if "." in text else text + ".0"
+
+
+# --- children ------------------------------------------------------------------------------
+
+
+def _job_variables(
+    index: int, split_id: str, source: str, parameter: str | None, named: tuple[tuple[str, str], ...]
+) -> dict[str, str]:
+    variables = {}
+    if parameter is not None:
+        variables["Parameter"] = parameter
+    variables.update((f"Parameter.{name}", value) for name, value in named)
+    variables["ParameterNumber"] = str(index)
+    variables["SplitID"] = split_id
+    variables["SplitSourceJob"] = source
+    return variables
+
+
+def _strip_parameter_attributes(description: Description) -> dict[str, Sequence[Value]]:
+    _check_mapping(description)
+    base = {}
+    for attr, values in description.items():
+        if not isinstance(attr, str):
+            raise ValueError(f"attribute names must be strings, got {attr!r}")
+        _check_not_reserved(attr)
+        if _parameter_attribute(attr) is None:
+            base[attr] = values
+    return base
+
+
+def _source_job(source_job: object) -> str:
+    if is_int(source_job):
+        source_job = str(source_job)
+    if not isinstance(source_job, str) or not source_job:
+        raise ValueError(f"source job id must be a non-empty string, got {source_job!r}")
+    return source_job
+
+
+def _extra_variables(variables: Mapping[str, str] | None) -> dict[str, str]:
+    if variables is None:
+        return {}
+    reserved = {r.lower() for r in _RESERVED}
+    extra = {}
+    for name, value in variables.items():
+        if not isinstance(name, str) or not _VAR_NAME.match(name):
+            raise ValueError(f"variable name must be an identifier (dots allowed), got {name!r}")
+        if name.split(".")[0].lower() in reserved:
+            raise ValueError(f"variable {name} would shadow a value set by the parametric splitter")
+        if not isinstance(value, str):
+            raise ValueError(f"variable {name} must be a string, got {value!r}")
+        extra[name] = value
+    return extra
+
+
+def _expand(attr: str, value: Value | Sequence[Value], lookup: Mapping[str, str]):
+    if isinstance(value, str):
+        try:
+            return _substitute(value, lookup)
+        except ValueError as exc:
+            raise ValueError(f"attribute {attr}: {exc}") from None
+    if isinstance(value, Sequence):
+        return [_expand(attr, item, lookup) for item in value]
+    raise ValueError(f"attribute {attr}: values must be strings or lists of strings, got {value!r}")
+
+
+def _substitute(text: str, lookup: Mapping[str, str]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        dollar, braced, bare, unterminated = match.groups()
+        if dollar:
+            return "$"
+        if unterminated:
+            raise ValueError(f"unterminated placeholder '${{' in {text!r}")
+        name = bare if bare is not None else braced
+        if bare is None and not _VAR_NAME.match(name):
+            raise ValueError(f"malformed placeholder '${{{name}}}' in {text!r}")
+        try:
+            return lookup[name.lower()]
+        except KeyError:
+            shown = f"${name}" if bare is not None else f"${{{name}}}"
+            raise ValueError(f"unresolved placeholder {shown} in {text!r}") from None
+
+    return _PLACEHOLDER.sub(replace, text)

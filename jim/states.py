@@ -1,0 +1,201 @@
+"""Local job states, GRAM grid states, and the aggregation of one into the other.
+
+Two enums, one pure function.
+
+* :class:`LocalState` is the state of one local (batch) job as jim knows it.
+  Terminal states never go back (:func:`may_transition`), and each terminal
+  state is entered with an :class:`Evidence`.
+* :class:`GramState` carries the GRAM protocol numbers.
+* :func:`aggregate` turns the states of every local job of a grid job into the
+  one state the gatekeeper sees.  Its precedence table is the contract below,
+  tested over every combination of local states.
+
+Aggregation precedence (first row that applies wins)::
+
+    previous grid state is DONE or FAILED       -> unchanged (terminal is final)
+    every local job terminal, outputs gathered  -> DONE if the failure policy
+                                                   holds and nobody cancelled,
+                                                   else FAILED
+    every local job terminal, outputs pending   -> ACTIVE   (gathering outputs)
+    any local job RUNNING                       -> ACTIVE
+    every non-terminal job HELD or SUSPENDED    -> SUSPENDED
+    any local job terminal                      -> ACTIVE   (work has been done)
+    otherwise (PLANNED, SUBMITTING, QUEUED,
+               some HELD)                       -> PENDING
+    then: PENDING after ACTIVE or SUSPENDED     -> ACTIVE   (GRAM drops
+                                                   ACTIVE->PENDING and
+                                                   SUSPENDED->PENDING)
+
+The failure policy is ``failed <= max_failed_fraction * N`` where *failed*
+counts FAILED, LOST and CANCELLED local jobs; the default fraction 0 means any
+failed local job fails the grid job.  The grid exit code is the first non-zero
+local exit code in local-job order, 0 for DONE, and 1 for a FAILED grid job
+whose failures carry no exit code (LOST, cancelled before it ran).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from typing import Iterable, Mapping
+
+
+class LocalState(enum.Enum):
+    """State of one local job."""
+
+    PLANNED = "PLANNED"
+    """In the plan; no submission attempted yet."""
+    SUBMITTING = "SUBMITTING"
+    """Submission intended (journaled); outcome not yet recorded.  On restart
+    such jobs are reconciled by tag before any retry."""
+    QUEUED = "QUEUED"
+    """Accepted by the batch system, not yet running."""
+    RUNNING = "RUNNING"
+    """Running on a worker node."""
+    HELD = "HELD"
+    """Held by the batch system or an admin; will not start until released."""
+    SUSPENDED = "SUSPENDED"
+    """Started, then suspended by the batch system."""
+    DONE = "DONE"
+    """Ended with exit code 0."""
+    FAILED = "FAILED"
+    """Ended with a non-zero exit code, or was refused at creation."""
+    CANCELLED = "CANCELLED"
+    """Stopped by a cancel (jim's, or the batch system's)."""
+    LOST = "LOST"
+    """Gone from the batch system with no evidence of how it ended."""
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+    @property
+    def failure(self) -> bool:
+        return self in _FAILURES
+
+
+_TERMINAL = frozenset({LocalState.DONE, LocalState.FAILED, LocalState.CANCELLED, LocalState.LOST})
+_FAILURES = frozenset({LocalState.FAILED, LocalState.CANCELLED, LocalState.LOST})
+
+#: Rank used to order non-terminal states: an update to a lower rank is
+#: ignored except where listed in _BACKWARDS_OK (held/suspended jobs resume).
+_RANK = {
+    LocalState.PLANNED: 0,
+    LocalState.SUBMITTING: 1,
+    LocalState.QUEUED: 2,
+    LocalState.HELD: 3,
+    LocalState.RUNNING: 4,
+    LocalState.SUSPENDED: 5,
+}
+_BACKWARDS_OK = {
+    (LocalState.HELD, LocalState.QUEUED),       # released
+    (LocalState.SUSPENDED, LocalState.RUNNING),  # resumed
+    (LocalState.RUNNING, LocalState.QUEUED),     # requeued by the batch system
+    (LocalState.RUNNING, LocalState.HELD),       # requeued and held
+    (LocalState.SUSPENDED, LocalState.QUEUED),
+    (LocalState.SUSPENDED, LocalState.HELD),
+}
+
+
+def may_transition(old: LocalState, new: LocalState) -> bool:
+    """True when a report of ``new`` may replace ``old``.
+
+    Terminal states are final; otherwise states move forward, except the
+    few documented ways back (release, resume, requeue).
+    """
+    if old is new:
+        return False
+    if old.terminal:
+        return False
+    if new.terminal:
+        return True
+    if (old, new) in _BACKWARDS_OK:
+        return True
+    return _RANK[new] > _RANK[old]
+
+
+class Evidence(str, enum.Enum):
+    """Why a local job was declared terminal."""
+
+    BATCH = "batch"                      # the batch system reported the end state
+    ACCOUNTING = "accounting"            # found in the accounting records
+    WRAPPER_EXIT_FILE = "wrapper-exit-file"  # jim's wrapper wrote the exit code
+    ABSENT_AFTER_GRACE = "absent-after-grace"  # vanished, no record, grace expired
+    CANCEL = "cancel"                    # jim cancelled it
+    CREATION = "creation"                # refused when the plan was made
+
+
+class GramState(enum.IntEnum):
+    """GRAM job states with their protocol numbers (globus_gram_protocol_constants.h)."""
+
+    PENDING = 1
+    ACTIVE = 2
+    FAILED = 4
+    DONE = 8
+    SUSPENDED = 16
+    UNSUBMITTED = 32
+    STAGE_IN = 64
+    STAGE_OUT = 128
+
+    @property
+    def terminal(self) -> bool:
+        return self in (GramState.DONE, GramState.FAILED)
+
+
+def aggregate(states: Iterable[LocalState], *, previous: GramState | None = None,
+              outputs_gathered: bool = False, cancelled: bool = False,
+              max_failed_fraction: float = 0.0) -> GramState:
+    """The grid state for these local states; see the module docstring."""
+    if previous is not None and previous.terminal:
+        return previous
+    counts = Counter(states)
+    total = sum(counts.values())
+    if total == 0:
+        result = GramState.FAILED if cancelled and outputs_gathered else GramState.UNSUBMITTED
+        return _no_backwards(result, previous)
+    terminal = sum(n for s, n in counts.items() if s.terminal)
+    if terminal == total:
+        if not outputs_gathered:
+            return GramState.ACTIVE
+        failed = sum(n for s, n in counts.items() if s.failure)
+        if cancelled or failed > max_failed_fraction * total:
+            return GramState.FAILED
+        return GramState.DONE
+    if counts[LocalState.RUNNING]:
+        return GramState.ACTIVE
+    waiting = total - terminal
+    if counts[LocalState.HELD] + counts[LocalState.SUSPENDED] == waiting:
+        return GramState.SUSPENDED
+    if terminal:
+        return GramState.ACTIVE
+    return _no_backwards(GramState.PENDING, previous)
+
+
+def _no_backwards(result: GramState, previous: GramState | None) -> GramState:
+    if result is GramState.PENDING and previous in (GramState.ACTIVE, GramState.SUSPENDED):
+        return GramState.ACTIVE
+    return result
+
+
+def grid_exit_code(states_and_codes: Iterable[tuple[LocalState, int | None]], grid: GramState) -> int | None:
+    """Exit code reported with a terminal grid state; None while not terminal."""
+    if not grid.terminal:
+        return None
+    if grid is GramState.DONE:
+        return 0
+    for _state, code in states_and_codes:
+        if code:
+            return code
+    return 1
+
+
+def parse_gram_state(value: str | int) -> GramState:
+    """A GramState from a name (any case) or a number."""
+    if isinstance(value, int) or str(value).isdigit():
+        return GramState(int(value))
+    return GramState[str(value).strip().upper()]
+
+
+def count_by_state(states: Iterable[LocalState]) -> Mapping[str, int]:
+    c = Counter(s.value for s in states)
+    return {s.value: c[s.value] for s in LocalState if c[s.value]}

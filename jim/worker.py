@@ -1,0 +1,209 @@
+"""The detached worker of one grid job: build the sandbox, submit the local jobs.
+
+Exactly one worker acts on a grid job at a time (a :class:`SingleInstance`
+lock).  Submission is journaled so that the worker can be killed at any point
+and a new one resumes without submitting any local job twice:
+
+1. mark the chunk's local jobs SUBMITTING in the database (the intent);
+2. submit the chunk through the adapter (tagged: ``<grid id>.<index>``);
+3. record the batch ids, local jobs QUEUED.
+
+A new worker first asks the batch system, by tag, about every job left in
+SUBMITTING: those found are recorded, only the others are submitted again.
+A submit that fails with an unknown outcome (timeout, lost connection) is
+reconciled the same way before it is retried.  Fault points for tests:
+``worker-after-sandbox``, ``worker-after-intent``, ``worker-after-submit``,
+``worker-after-record`` (see :mod:`jim.faults`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from jim import faults
+from jim.config import Config
+from jim.db import Database
+from jim.errors import JimError, SubmitError
+from jim.jobdesc import JobDescription
+from jim.locks import SingleInstance
+from jim.log import for_job
+from jim.paths import Home
+from jim.states import Evidence, LocalState
+
+
+def build_sandbox(config: Config, db: Database, job_id: str, adapter) -> None:
+    from jim.handlers import get_handler_class
+    from jim.manager import PLAN_FILE, plan_from_json
+    from jim.sandbox import builder
+
+    home = db.home
+    job_dir = home.job_dir(job_id)
+    if (job_dir / builder.SANDBOX_NAME).exists() and (job_dir / builder.WRAPPER_NAME).exists():
+        return
+    job = db.read(job_id)
+    desc = JobDescription(job.description(), source_format=job.root.find("description").get("format"))
+    cls = get_handler_class(job.jobtype)
+    handler = cls(config.site, config.handler_options(job.jobtype))
+    plan, commands = plan_from_json(json.loads((job_dir / PLAN_FILE).read_text()))
+    area = builder.WorkArea()
+    handler.prepareWorkArea(desc, plan, area)
+    manifest = {
+        "version": 1,
+        "grid_job": job_id,
+        "jobtype": job.jobtype,
+        "environment": [list(p) for p in desc.environment()],
+        "outputs": desc.values("outputs"),
+        "heartbeat": 30,
+        "reserved_exit_codes": list(adapter.reserved_exit_codes),
+        "jobs": [{"index": k, "tag": f"{job_id}.{k}", "argv": commands[k],
+                  "env": {**plan.slices[k].env,
+                          **{f"JIM_PARAM_{n}": str(v) for n, v in plan.slices[k].params.items()}}}
+                 for k in range(plan.n)],
+    }
+    builder.build(job_dir, manifest, area)
+
+
+def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction: float) -> None:
+    with db.update(job_id) as rec:
+        for index, bid in ids.items():
+            lj = rec.local(index)
+            if lj.state.terminal:
+                continue
+            lj.batch_id = bid
+            lj.set_state(LocalState.QUEUED)
+        rec.recompute(max_failed_fraction=max_failed_fraction)
+
+
+def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
+    """Submit every local job not yet submitted, chunk by chunk, journaled."""
+    from jim.adapters.base import LocalJobSpec, SubmitChunk
+    from jim.sandbox import builder
+
+    log = for_job("jim.worker", job_id)
+    home = db.home
+    job_dir = home.job_dir(job_id)
+    mff = config.site.max_failed_fraction
+    while True:
+        job = db.read(job_id)
+        if job.cancel_requested:
+            log.info("cancel requested: worker stops submitting")
+            return
+        waiting = [lj for lj in job.local_jobs() if lj.state in (LocalState.PLANNED, LocalState.SUBMITTING)]
+        if not waiting:
+            return
+        if adapter.degraded():
+            log.warning("batch system degraded: waiting before submitting %d local jobs", len(waiting))
+            time.sleep(config.monitor.interval)
+            continue
+        unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING]
+        if unsure:
+            found = adapter.find_by_tag(job_id, unsure)
+            if found:
+                log.info("reconciled %d local jobs found by tag: %s", len(found), sorted(found))
+                by_tag = {f"{job_id}.{lj.index}": lj.index for lj in waiting}
+                _record(db, job_id, {by_tag[t]: b for t, b in found.items()}, mff)
+                continue
+        chunk_jobs = waiting[: adapter.max_chunk]
+        with db.update(job_id) as rec:
+            for lj in chunk_jobs:
+                rec.local(lj.index).set_state(LocalState.SUBMITTING)
+        faults.point("worker-after-intent")
+        chunk = SubmitChunk(grid_id=job_id,
+                            jobs=[LocalJobSpec(lj.index, lj.tag, lj.get("queue")) for lj in chunk_jobs],
+                            job_dir=job_dir, wrapper=job_dir / builder.WRAPPER_NAME,
+                            sandbox=job_dir / builder.SANDBOX_NAME, outroot=job_dir / "local",
+                            queue=job.plan.get("queue"))
+        (job_dir / "local").mkdir(mode=0o700, exist_ok=True)
+        try:
+            ids = submit_with_reconcile(adapter, chunk, log)
+        except SubmitError as e:
+            log.error("submission of local jobs %s failed: %s", [s.index for s in chunk.jobs],
+                      e.details() if hasattr(e, "details") else e)
+            if e.transient:
+                time.sleep(config.monitor.interval)
+                continue  # still SUBMITTING: the next round reconciles by tag first
+            with db.update(job_id) as rec:
+                for spec in chunk.jobs:
+                    rec.local(spec.index).set_state(LocalState.FAILED, evidence=Evidence.BATCH,
+                                                    reason=f"submission refused: {e.message}")
+                rec.recompute(max_failed_fraction=mff)
+            continue
+        faults.point("worker-after-submit")
+        _record(db, job_id, ids, mff)
+        log.info("submitted local jobs %s", ", ".join(f"{k}={b}" for k, b in sorted(ids.items())))
+        faults.point("worker-after-record")
+
+
+def submit_with_reconcile(adapter, chunk, log, attempts: int = 3) -> dict[int, str]:
+    """Submit a chunk; after an unknown outcome, look up by tag before any retry."""
+    from dataclasses import replace
+
+    ids: dict[int, str] = {}
+    remaining = list(chunk.jobs)
+    delay = 0.5
+    for attempt in range(1, attempts + 1):
+        try:
+            ids.update(adapter.submit_chunk(replace(chunk, jobs=remaining)))
+            return ids
+        except SubmitError as e:
+            if not e.transient or attempt == attempts:
+                if ids:  # part of the chunk is in: record it, report the rest
+                    raise SubmitError(e.message, transient=True) from e
+                raise
+            log.warning("submit attempt %d failed (%s); reconciling by tag before retrying", attempt, e.message)
+            time.sleep(delay)
+            delay *= 2
+            found = adapter.find_by_tag(chunk.grid_id, [s.tag for s in remaining])
+            for spec in remaining:
+                if spec.tag in found:
+                    ids[spec.index] = found[spec.tag]
+            remaining = [s for s in remaining if s.tag not in found]
+            if not remaining:
+                return ids
+    return ids
+
+
+def run(config: Config, job_id: str) -> int:
+    """Entry point of ``jim _worker ID`` (detached)."""
+    from jim.adapters import get_adapter
+    from jim.manager import start_monitor
+
+    home = Home(config.home).ensure()
+    lock = SingleInstance(home.worker_lock(job_id))
+    if not lock.acquire():
+        return 0
+    log = for_job("jim.worker", job_id)
+    db = Database(home, config.deadlines.lock)
+    try:
+        job = db.read(job_id)
+        if job.cancel_requested or job.state.terminal:
+            return 0
+        adapter = get_adapter(config, home)
+        build_sandbox(config, db, job_id, adapter)
+        faults.point("worker-after-sandbox")
+        submit_pending(config, db, job_id, adapter)
+        start_monitor(home)
+        return 0
+    except JimError as e:
+        log.error("worker of %s stopped: %s", job_id, e.message)
+        _fail_unsubmitted(db, job_id, e.message, config.site.max_failed_fraction)
+        start_monitor(home)
+        return 1
+    except Exception:
+        log.exception("worker of %s crashed", job_id)
+        raise
+    finally:
+        lock.release()
+
+
+def _fail_unsubmitted(db: Database, job_id: str, reason: str, mff: float) -> None:
+    """A permanent error before submission: the never-submitted local jobs fail (with the reason)."""
+    try:
+        with db.update(job_id) as rec:
+            for lj in rec.local_jobs():
+                if lj.state is LocalState.PLANNED:
+                    lj.set_state(LocalState.FAILED, evidence=Evidence.CREATION, reason=reason)
+            rec.recompute(max_failed_fraction=mff)
+    except JimError:
+        pass

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+"""jim's worker-node wrapper: runs one local job of a grid job.
+
+Static, stdlib only, one file, Python >= 3.6: it runs on the worker node,
+whatever Python that node has.  Everything job-specific comes from the
+sandbox's manifest.json; nothing here is generated.
+
+    python3 wrapper.py --sandbox SANDBOX.tar.gz --outroot DIR (--index K | --index-env VAR [--index-offset N])
+
+What it does, in order:
+
+1. finds its local job index K and its output directory OUT = DIR/K;
+2. logs where it landed (host, user, time, Python, cwd, batch ids) to OUT/wrapper.log
+   and writes OUT/started;
+3. unpacks the sandbox into a private scratch directory (members that would
+   escape it are refused) and runs the local job's argv from the manifest
+   there, with stdout and stderr in OUT/stdout and OUT/stderr, and in its
+   environment JIM_INDEX, JIM_TAG, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's
+   variables (e.g. JIM_FIRST_EVENT) and JIM_PROGRESS_FILE;
+4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs;
+5. moves the files matching the manifest's output patterns to OUT/outputs/,
+   named <stem>.<K>[.<batch id>]<suffix>;
+6. writes OUT/exit_code (atomically): the job's exit code on the first line
+   (128+N for a job killed by signal N), then ``key=value`` lines;
+7. exits with the job's exit code, except codes the batch system reserves
+   (manifest ``reserved_exit_codes``, e.g. 99 and 100 on Grid Engine), which
+   are replaced by 1; the true code is in OUT/exit_code.
+
+Progress: the job appends lines ``<phase> <done> <total>`` to the file named by
+$JIM_PROGRESS_FILE, by hand or with the ``jim-progress`` command the sandbox
+puts on its PATH.
+
+SIGTERM/SIGINT/SIGUSR1/SIGHUP (a cancel, or the batch system's warning) are
+passed on to the job, which runs in the wrapper's own process group; the
+wrapper then still writes the exit-code file.
+"""
+
+import fnmatch
+import getpass
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+
+BATCH_ID_VARS = ("JIM_BATCH_ID", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
+                 "JOB_ID", "SGE_TASK_ID", "PBS_JOBID", "PBS_ARRAY_INDEX", "PBS_ARRAYID",
+                 "_CONDOR_JOB_AD", "CLUSTER_ID", "PROCESS_ID")
+
+
+def now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Log(object):
+    def __init__(self, path):
+        self.f = open(path, "a")
+
+    def __call__(self, msg):
+        self.f.write("%s %s\n" % (now(), msg))
+        self.f.flush()
+
+
+def atomic_write(path, text):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+
+
+def parse_args(argv):
+    opts = {"index": None, "index_env": None, "index_offset": 0, "sandbox": None, "outroot": None,
+            "scratch": None}
+    it = iter(argv)
+    for a in it:
+        key = a.lstrip("-").replace("-", "_")
+        if key not in opts:
+            raise SystemExit("wrapper: unknown option %s" % a)
+        try:
+            opts[key] = next(it)
+        except StopIteration:
+            raise SystemExit("wrapper: %s needs a value" % a)
+    if not opts["sandbox"] or not opts["outroot"]:
+        raise SystemExit("wrapper: --sandbox and --outroot are required")
+    if opts["index"] is None:
+        if not opts["index_env"] or opts["index_env"] not in os.environ:
+            raise SystemExit("wrapper: no --index and no index variable in the environment")
+        opts["index"] = int(os.environ[opts["index_env"]]) + int(opts["index_offset"])
+    opts["index"] = int(opts["index"])
+    return opts
+
+
+def safe_extract(tar_path, dest):
+    """Unpack only regular files and directories that stay inside dest."""
+    dest_real = os.path.realpath(dest)
+    with tarfile.open(tar_path) as tar:
+        for m in tar.getmembers():
+            target = os.path.realpath(os.path.join(dest, m.name))
+            if not (target == dest_real or target.startswith(dest_real + os.sep)):
+                raise RuntimeError("sandbox member escapes the scratch directory: %r" % m.name)
+            if not (m.isfile() or m.isdir()):
+                raise RuntimeError("sandbox member is not a plain file or directory: %r" % m.name)
+            if m.isdir():
+                if not os.path.isdir(target):
+                    os.makedirs(target, 0o700)
+                continue
+            parent = os.path.dirname(target)
+            if not os.path.isdir(parent):
+                os.makedirs(parent, 0o700)
+            src = tar.extractfile(m)
+            with open(target, "wb") as out:
+                shutil.copyfileobj(src, out)
+            os.chmod(target, 0o700 if m.mode & 0o100 else 0o600)
+
+
+def batch_id():
+    for var in ("JIM_BATCH_ID",):
+        if os.environ.get(var):
+            return os.environ[var]
+    if os.environ.get("SLURM_ARRAY_JOB_ID"):
+        return "%s_%s" % (os.environ["SLURM_ARRAY_JOB_ID"], os.environ.get("SLURM_ARRAY_TASK_ID", ""))
+    if os.environ.get("SLURM_JOB_ID"):
+        return os.environ["SLURM_JOB_ID"]
+    if os.environ.get("JOB_ID"):
+        task = os.environ.get("SGE_TASK_ID", "")
+        return os.environ["JOB_ID"] + ("." + task if task and task != "undefined" else "")
+    if os.environ.get("PBS_JOBID"):
+        return os.environ["PBS_JOBID"]
+    return ""
+
+
+def output_name(name, index, bid):
+    base = os.path.basename(name)
+    stem, dot, suffix = base.partition(".")
+    safe_bid = re.sub(r"[^A-Za-z0-9_.-]", "_", bid)
+    mid = "%d.%s" % (index, safe_bid) if safe_bid else "%d" % index
+    return "%s.%s%s%s" % (stem, mid, dot, suffix)
+
+
+class Heartbeat(threading.Thread):
+    def __init__(self, path, every):
+        threading.Thread.__init__(self)
+        self.daemon = True
+        self.path = path
+        self.every = max(1.0, float(every))
+        self.stop = threading.Event()
+
+    def beat(self):
+        with open(self.path, "w") as f:
+            f.write("%d\n" % int(time.time()))
+
+    def run(self):
+        while not self.stop.wait(self.every):
+            try:
+                self.beat()
+            except OSError:
+                pass
+
+
+def main(argv):
+    opts = parse_args(argv)
+    index = opts["index"]
+    outdir = os.path.join(opts["outroot"], str(index))
+    if not os.path.isdir(outdir):
+        os.makedirs(outdir, 0o700)
+    log = Log(os.path.join(outdir, "wrapper.log"))
+    bid = batch_id()
+    log("jim wrapper starting: local job %d, batch id %r" % (index, bid))
+    log("host=%s user=%s pid=%d python=%s platform=%s" % (
+        socket.getfqdn(), getpass.getuser(), os.getpid(), platform.python_version(), platform.platform()))
+    log("cwd=%s listing=%s" % (os.getcwd(), sorted(os.listdir("."))[:50]))
+    for var in BATCH_ID_VARS:
+        if os.environ.get(var):
+            log("env %s=%s" % (var, os.environ[var]))
+    atomic_write(os.path.join(outdir, "started"), json.dumps(
+        {"pid": os.getpid(), "host": socket.getfqdn(), "time": time.time(), "batch_id": bid}) + "\n")
+
+    scratch_root = opts["scratch"] or os.environ.get("TMPDIR") or tempfile.gettempdir()
+    if not os.path.isdir(scratch_root):
+        os.makedirs(scratch_root, 0o700)
+    scratch = tempfile.mkdtemp(prefix="jim-%d-" % index, dir=scratch_root)
+    code = 1
+    info = {}
+    manifest = None
+    try:
+        safe_extract(opts["sandbox"], scratch)
+        with open(os.path.join(scratch, "manifest.json")) as f:
+            manifest = json.load(f)
+        jobs = manifest["jobs"]
+        if not 0 <= index < len(jobs):
+            raise RuntimeError("local job index %d is not in the manifest (%d jobs)" % (index, len(jobs)))
+        job = jobs[index]
+        code, info = run_job(manifest, job, index, scratch, outdir, bid, log)
+    except Exception as e:  # the exit-code file must be written whatever happens
+        log("wrapper error: %s: %s" % (type(e).__name__, e))
+        info["wrapper_error"] = "%s: %s" % (type(e).__name__, e)
+        with open(os.path.join(outdir, "stderr"), "a") as f:
+            f.write("jim wrapper: %s: %s\n" % (type(e).__name__, e))
+        code = 1
+    finally:
+        lines = ["%d" % code] + ["%s=%s" % (k, str(v).replace("\n", " ")) for k, v in sorted(info.items())]
+        atomic_write(os.path.join(outdir, "exit_code"), "\n".join(lines) + "\n")
+        log("local job %d finished with exit code %d %s" % (index, code, info))
+        if not (manifest or {}).get("keep_scratch"):
+            shutil.rmtree(scratch, ignore_errors=True)
+    reserved = set(int(c) for c in (manifest or {}).get("reserved_exit_codes", []))
+    return 1 if code in reserved else min(code, 255)
+
+
+def run_job(manifest, job, index, scratch, outdir, bid, log):
+    argv = job["argv"]
+    env = dict(os.environ)
+    for name, value in manifest.get("environment", []):
+        env[name] = value
+    env.update(job.get("env", {}))
+    progress = os.path.join(outdir, "progress")
+    bindir = os.path.join(scratch, "bin")
+    env.update({
+        "JIM_INDEX": str(index),
+        "JIM_TAG": job["tag"],
+        "JIM_GRID_JOB_ID": manifest["grid_job"],
+        "JIM_OUTDIR": outdir,
+        "JIM_SCRATCH": scratch,
+        "JIM_PROGRESS_FILE": progress,
+        "JIM_BATCH_ID": bid,
+        "PATH": bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
+    })
+    log("running %r in %s" % (argv, scratch))
+    hb = Heartbeat(os.path.join(outdir, "heartbeat"), manifest.get("heartbeat", 30))
+    hb.beat()
+    hb.start()
+    received = []
+
+    with open(os.path.join(outdir, "stdout"), "ab") as out, open(os.path.join(outdir, "stderr"), "ab") as err:
+        try:
+            proc = subprocess.Popen(argv, cwd=scratch, env=env, stdin=open(os.devnull), stdout=out, stderr=err,
+                                    close_fds=True)
+        except OSError as e:
+            err.write(("jim wrapper: cannot run %s: %s\n" % (argv[0], e)).encode())
+            hb.stop.set()
+            return 127, {"error": "cannot run %s: %s" % (argv[0], e)}
+
+        def forward(signum, frame):
+            received.append(signum)
+            log("received signal %d, passing it to the job" % signum)
+            try:
+                os.kill(proc.pid, signum)
+            except OSError:
+                pass
+
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
+            signal.signal(s, forward)
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except InterruptedError:  # pragma: no cover - py < 3.5 only
+                continue
+    hb.stop.set()
+    code = rc if rc >= 0 else 128 - rc
+    info = {"runtime": "%.1f" % (time.time() - hb_started(outdir))}
+    if rc < 0:
+        info["signal"] = -rc
+    if received:
+        info["terminated_by"] = received[0]
+    collect_outputs(manifest.get("outputs", []), scratch, outdir, index, bid, log)
+    return code, info
+
+
+def hb_started(outdir):
+    try:
+        with open(os.path.join(outdir, "started")) as f:
+            return float(json.load(f)["time"])
+    except Exception:
+        return time.time()
+
+
+def collect_outputs(patterns, scratch, outdir, index, bid, log):
+    if not patterns:
+        return
+    dest = os.path.join(outdir, "outputs")
+    if not os.path.isdir(dest):
+        os.makedirs(dest, 0o700)
+    for root, _dirs, files in os.walk(scratch):
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), scratch)
+            if rel == "manifest.json" or rel.startswith("bin" + os.sep) or rel.startswith("inputs" + os.sep):
+                continue
+            if any(fnmatch.fnmatch(rel, p) for p in patterns):
+                target = os.path.join(dest, output_name(rel, index, bid))
+                shutil.move(os.path.join(root, name), target)
+                log("output %s -> %s" % (rel, target))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -125,12 +125,14 @@ class Adapter(abc.ABC):
     def __init__(self, home: Home, options: dict[str, Any] | None = None, *,
                  command_timeout: float = 30.0):
         given = dict(options or {})
-        unknown = set(given) - set(self.options) - {"command_timeout", "retries"}
+        unknown = set(given) - set(self.options) - {"command_timeout", "retries", "chunk_size"}
         if unknown:
             raise ConfigError(f"[batch] adapter {self.name}: unknown option(s) {', '.join(sorted(unknown))}")
         self.home = home
         self.command_timeout = float(given.pop("command_timeout", command_timeout))
         self.retries = int(given.pop("retries", 3))
+        if "chunk_size" in given:
+            self.max_chunk = max(1, int(given.pop("chunk_size")))
         self.opts = {**self.options, **given}
 
     # -- the contract --------------------------------------------------------

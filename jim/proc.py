@@ -14,7 +14,10 @@ import sys
 def spawn_detached(argv: list[str], *, env: dict[str, str] | None = None, cwd: str = "/",
                    stdout: str | None = None, stderr: str | None = None,
                    handshake: bool = False):
-    """Start ``argv`` in a new session, reparented away from us; return its pid.
+    """Start ``argv`` as the leader of a new session, reparented away from us; return its pid.
+
+    The pid is also the process group id, so ``os.killpg(pid, sig)`` reaches
+    the process and everything it started (unless they made sessions of their own).
 
     The new process has no controlling terminal, /dev/null as stdin, and
     ``stdout``/``stderr`` appended to the named files (else /dev/null), so
@@ -36,10 +39,10 @@ def spawn_detached(argv: list[str], *, env: dict[str, str] | None = None, cwd: s
             os.close(rd)
             if handshake:
                 os.close(hs_wr)
-            os.setsid()
             gpid = os.fork()
-            if gpid == 0:  # grandchild
+            if gpid == 0:  # grandchild: leader of a session and process group of its own
                 try:
+                    os.setsid()
                     os.close(wr)
                     if handshake:
                         go = os.read(hs_rd, 1)

@@ -1,0 +1,1 @@
+["squeue", "-h", "-t", "all", "-u", "root", "-o", "%i|%A|%F|%K|%T|%r|%j|%k"]

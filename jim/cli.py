@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = argv[0]
     protocol = command in PROTOCOL
+    if not protocol:  # a person piping into head: end quietly
+        import signal
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     out = _Protocol() if protocol else None
     try:
         try:

@@ -18,7 +18,8 @@ RSL as accepted here (GRAM's dialect)::
 * only the ``=`` relation (GRAM refuses others with BAD_RSL);
 * literals unquoted, ``"double"`` or ``'single'`` quoted (a doubled quote
   inside is a literal quote), or ``^X...X`` with a delimiter of one's choice;
-* ``a#b`` concatenation, ``(* comments *)``;
+* ``a#b`` concatenation, also implicit next to a variable (``$(HOME)/x``);
+  ``(* comments *)``;
 * ``$(NAME)`` references to ``rsl_substitution`` pairs, or to HOME, LOGNAME,
   USER; anything else is an error.
 
@@ -322,10 +323,17 @@ class _RslParser:
                 values.append(self.concatenation())
 
     def concatenation(self) -> str:
+        """Literals joined by ``#``, or written next to a ``$(VAR)`` with no space (``$(HOME)/x``)."""
+        was_var = self.s[self.i] == "$"
         parts = [self.literal()]
-        while self.i < len(self.s) and self.s[self.i] == "#":
-            self.i += 1
-            self.skip()
+        while self.i < len(self.s):
+            c = self.s[self.i]
+            if c == "#":
+                self.i += 1
+                self.skip()
+            elif not (c == "$" or (was_var and (c in "\"'" or c not in _SPECIAL))):
+                break
+            was_var = self.s[self.i] == "$"
             parts.append(self.literal())
         return "".join(parts)
 

@@ -19,7 +19,7 @@ Aggregation precedence (first row that applies wins)::
     every local job terminal, outputs pending   -> ACTIVE   (gathering outputs)
     any local job RUNNING                       -> ACTIVE
     every non-terminal job HELD or SUSPENDED    -> SUSPENDED
-    any local job terminal                      -> ACTIVE   (work has been done)
+    any local job terminal or SUSPENDED         -> ACTIVE   (work has started)
     otherwise (PLANNED, SUBMITTING, QUEUED,
                some HELD)                       -> PENDING
     then: PENDING after ACTIVE or SUSPENDED     -> ACTIVE   (GRAM drops
@@ -166,7 +166,7 @@ def aggregate(states: Iterable[LocalState], *, previous: GramState | None = None
     waiting = total - terminal
     if counts[LocalState.HELD] + counts[LocalState.SUSPENDED] == waiting:
         return GramState.SUSPENDED
-    if terminal:
+    if terminal or counts[LocalState.SUSPENDED]:
         return GramState.ACTIVE
     return _no_backwards(GramState.PENDING, previous)
 

@@ -1,1 +1,1 @@
-["sacct", "-n", "-X", "-P", "-o", "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment", "-j", "14,15,16,17"]
+["sacct", "-n", "-X", "-P", "-o", "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment", "-j", "15,16,17,18"]

@@ -71,7 +71,7 @@ case "$cmd" in
     [ -s "$CONF" ] || die "$CONF missing: run start.sh first"
     T0=$SECONDS
     start_ctld
-    ensure_node_up 20
+    ensure_node_up 40
     log "slurmctld up in $(( SECONDS - T0 )) s"
     if [ "$do_settle" = 1 ]; then settle "$limit"; log "settled in $(( SECONDS - T0 )) s"; fi
     ;;
@@ -80,7 +80,7 @@ case "$cmd" in
     ;;
   resume-node)
     need_root
-    ensure_node_up 1
+    ensure_node_up 30
     ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2

@@ -18,6 +18,9 @@
 # (The stock ports 6817-6819/3306 and the shared recipe's 16817-16819/13306
 # are avoided on purpose: other Slurms may run on the same machine.)
 
+# (the variables below are used by the scripts that source this file)
+# shellcheck disable=SC2034
+
 # Daemons in /usr/sbin must be found even from a minimal PATH (cron, sudo).
 export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 
@@ -80,7 +83,7 @@ alive() { pid_of "$1" >/dev/null; }
 # signal_stop NAME...: SIGTERM each of our daemons NAME (in parallel), wait up
 # to 30 s for all of them to exit, SIGKILL what is left. Missing ones are fine.
 signal_stop() {
-  local name pid pids=() i
+  local name pid pids=() _
   for name in "$@"; do
     if pid="$(pid_of "$name")"; then
       log "stopping $name ($pid)"
@@ -88,7 +91,7 @@ signal_stop() {
       pids+=("$name:$pid")
     fi
   done
-  for i in $(seq 300); do
+  for _ in $(seq 300); do
     local left=0 p
     for p in "${pids[@]}"; do [ -d "/proc/${p#*:}" ] && left=1; done
     [ "$left" = 0 ] && break
@@ -118,18 +121,33 @@ ctld_is_ours() {
 # node_ok: our node is schedulable (not down/drained/unknown).
 node_ok() {
   case "$(timeout 10 sinfo -h -n "$NODE" -o %T 2>/dev/null | sort -u)" in
-    idle|mixed|allocated|completing|idle+*|mixed+*|allocated+*) return 0;;
+    idle|mixed|allocated|completing) return 0;;
   esac
   return 1
 }
 
-# ensure_node_up: wait for the node; resume it if it stays drained/down
-# (e.g. DRAIN "Duplicate jobid" after a slurmctld crash, DOWN after a reboot).
+# ensure_node_up [SECONDS]: wait until our node is usable. A drained or
+# admin-DOWN node (e.g. DRAIN "Duplicate jobid" after a slurmctld crash) is
+# resumed at once; one in any other unusable state (e.g. "down*", slurmd not
+# registered yet) after 10 s.
 ensure_node_up() {
-  wait_for "${1:-20}" node_ok && return 0
-  log "node is '$(sinfo -h -n "$NODE" -o '%T %E' 2>&1 | head -1)': resuming it"
-  scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
-  wait_for 30 node_ok || die "node not usable: $(sinfo -h -n "$NODE" -o '%T %E' 2>&1 | head -1) (see $LOGDIR/)"
+  local end=$(( SECONDS + ${1:-30} )) st resumed=0 t0=$SECONDS
+  while :; do
+    node_ok && return 0
+    st="$(timeout 10 sinfo -h -n "$NODE" -o %T 2>/dev/null | head -1)" || st=""
+    if [ "$resumed" = 0 ]; then
+      case "$st" in
+        drain*|down) resumed=1;;
+        *) [ $(( SECONDS - t0 )) -ge 10 ] && resumed=1;;
+      esac
+      if [ "$resumed" = 1 ]; then
+        log "node is '$(sinfo -h -n "$NODE" -o '%T %E' 2>&1 | head -1)': resuming it"
+        scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
+      fi
+    fi
+    [ "$SECONDS" -ge "$end" ] && die "node not usable: $(sinfo -h -n "$NODE" -o '%T %E' 2>&1 | head -1) (see $LOGDIR/)"
+    sleep 0.2
+  done
 }
 
 # start_ctld: start slurmctld (recovering saved jobs: no -c) unless running,

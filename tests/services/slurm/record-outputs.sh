@@ -2,7 +2,7 @@
 # Record REAL outputs of Slurm's commands from jim's test cluster, for the
 # golden tests of the Slurm adapter's parsers. Needs a cluster from start.sh
 # and root (it holds, suspends and cancels jobs, and stops slurmctld for a
-# while). Takes about 1.5 minutes.
+# while). Takes about 2.5 minutes.
 #
 # Usage: record-outputs.sh [OUTDIR]      (default: tests/data/slurm)
 #
@@ -86,6 +86,7 @@ gone_from_queue() { [ -z "$(squeue -h -t PD,R,S,CG -j "$1" -o %i 2>/dev/null)" ]
 
 # Start from a quiet queue so the snapshots hold only this script's jobs
 # (finished jobs leave squeue MinJobAge s after they end).
+# shellcheck disable=SC2016  # expanded by the inner bash
 if ! wait_for $(( MIN_JOB_AGE + 60 )) bash -c '[ -z "$(squeue -h -t all -o %i)" ]'; then
   log "WARNING: queue not empty, the snapshots will show other jobs too"
 fi

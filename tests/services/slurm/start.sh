@@ -244,17 +244,22 @@ if ! alive slurmd; then
   log "starting slurmd on 127.0.0.1:$SLURMD_PORT"
   slurmd -f "$CONF" -N "$NODE" || die "slurmd failed (see $LOGDIR/slurmd.log)"
 fi
-ensure_node_up 20
+ensure_node_up 40
 
 # --------------------------------------------------------------- smoke test
-# One trivial job per partition; each must COMPLETE in squeue and then show
-# up as COMPLETED in sacct (records reach slurmdbd ~1 s after the job ends).
+# One trivial job per partition as root, and one as the unprivileged user
+# "nobody" (tests may run as either); each must COMPLETE in squeue and then
+# show up as COMPLETED in sacct (records reach slurmdbd ~1 s after the end).
 ids=()
-for p in debug long; do
+for p in debug long nobody; do
   out="$STATE/jobs/start-check-$p.out"; rm -f "$out"
   # (not -Q: it also swallows the job id that --parsable prints)
-  jid="$(sbatch --parsable -p "$p" -J jim-start-check -D "$STATE/jobs" -o "$out" --wrap 'echo slurm-ok')" \
-    || die "sbatch to partition $p failed"
+  args=(sbatch --parsable -J jim-start-check -D "$STATE/jobs" -o "$out" --wrap 'echo slurm-ok')
+  case "$p" in
+    nobody) jid="$(cd / && runuser -u nobody -- env SLURM_CONF="$CONF" "${args[@]}")" \
+              || die "sbatch as user nobody failed";;
+    *)      jid="$("${args[@]}" -p "$p")" || die "sbatch to partition $p failed";;
+  esac
   case "$jid" in ''|*[!0-9]*) die "sbatch printed '$jid' instead of a job id";; esac
   ids+=("$jid")
 done
@@ -267,7 +272,7 @@ wait_for 60 all_state squeue -h -t all -j "$idlist" -o %T \
   || die "smoke jobs $idlist did not complete: $(squeue -h -t all -j "$idlist" -o '%i %T %r' 2>&1 | tr '\n' ';')"
 wait_for 30 all_state sacct -n -X -P -j "$idlist" -o State \
   || die "sacct does not see smoke jobs $idlist: $(sacct -n -X -P -j "$idlist" -o JobID,State 2>&1 | tr '\n' ';')"
-for p in debug long; do
+for p in debug long nobody; do
   grep -q slurm-ok "$STATE/jobs/start-check-$p.out" || die "smoke job output missing in $STATE/jobs/start-check-$p.out"
 done
 log "ready in $(( SECONDS - T0 )) s: . $STATE/env.sh   (SLURM_CONF=$CONF)"

@@ -28,6 +28,7 @@ if alive slurmctld && [ "${JIM_TEST_SLURM_KEEP_JOBS:-0}" != 1 ]; then
     log "cancelling remaining jobs"
     # shellcheck disable=SC2086  # word splitting intended: list of job ids
     timeout 15 scancel $jobs 2>/dev/null || true
+    # shellcheck disable=SC2016  # expanded by the inner bash
     wait_for 30 bash -c '[ -z "$(squeue -h -t PD,R,S,CG -o %A 2>/dev/null)" ]' || log "some jobs still completing"
   fi
 fi

@@ -1,0 +1,1 @@
+["sacct", "-n", "-X", "-P", "-o", "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment", "-j", "28"]

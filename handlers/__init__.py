@@ -54,6 +54,8 @@ def discover() -> dict[str, object]:
 
 
 def get_handler_class(name: str) -> "type[Handler]":
+    if name in BUILTIN:  # shipped job types need no entry-point scan (submit stays fast)
+        return _load_ref(BUILTIN[name])
     handlers = discover()
     entry = handlers.get(name)
     if entry is None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-import secrets
+import re
 import shutil
 import time
 from importlib import resources
@@ -69,7 +69,7 @@ def parse_iso(s: str | None) -> float | None:
 
 def new_job_id(t: float | None = None) -> str:
     t = time.time() if t is None else t
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(t)) + "-" + secrets.token_hex(4)
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(t)) + "-" + os.urandom(4).hex()
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
@@ -88,10 +88,13 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         raise
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def _clean(value: Any) -> str:
-    """Text that XML can hold: drop control characters lxml refuses."""
-    s = str(value)
-    return "".join(c if (c in "\t\n\r" or ord(c) >= 0x20) and c not in "\ufffe\uffff" else "\ufffd" for c in s)
+    """Text that XML can hold: characters XML forbids become U+FFFD."""
+    s = value if isinstance(value, str) else str(value)
+    return _NOT_XML.sub("\ufffd", s) if _NOT_XML.search(s) else s
 
 
 # ---------------------------------------------------------------------------

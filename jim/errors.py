@@ -28,8 +28,6 @@ succeed when tried again, a permanent one will not.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 
 class GramError:
     """The GRAM protocol error numbers jim uses (globus_gram_protocol_constants.h)."""
@@ -133,7 +131,7 @@ class BatchError(JimError):
 
     gram_error = GramError.JOB_EXECUTION_FAILED
 
-    def __init__(self, message: str, *, argv: Sequence[str] = (), returncode: int | None = None,
+    def __init__(self, message: str, *, argv: list[str] | tuple[str, ...] = (), returncode: int | None = None,
                  stdout: str = "", stderr: str = "", **kw):
         super().__init__(message, **kw)
         self.argv = list(argv)

@@ -237,13 +237,15 @@ if [ -f "$PIDFILE" ] && is_ours "$(cat "$PIDFILE")"; then
 else
     rm -f "$PIDFILE" "$STATE/run/gatekeeper.selfpid"
     # Clean environment: the job manager copies its PATH into every job.
-    ( cd / && setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root \
+    # (a plain background command: no subshell keeps the caller's stdout open)
+    cd /
+    setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root \
         GLOBUS_HOSTNAME=localhost \
         "$GK" -f -p "$PORT" -l "$STATE/log/gatekeeper.log" \
             -pidfile "$STATE/run/gatekeeper.selfpid" \
             -grid_services /etc/grid-services -gridmap "$GRIDMAP" \
             -x509_cert_dir "$CERTDIR" -x509_user_cert "$HOSTCERT" -x509_user_key "$HOSTKEY" \
-        < /dev/null > "$STATE/log/gatekeeper.stdout" 2>&1 & )
+        < /dev/null > "$STATE/log/gatekeeper.stdout" 2>&1 &
     pid=
     for _ in $(seq 1 100); do
         [ -s "$STATE/run/gatekeeper.selfpid" ] && { pid=$(cat "$STATE/run/gatekeeper.selfpid"); break; }

@@ -62,6 +62,19 @@ class BatchStatus:
     native: str = ""
     evidence: Evidence = Evidence.BATCH
     host: str | None = None
+    tag: str | None = None
+    """jim's tag of the job this status belongs to, when the batch system shows it:
+    a status whose tag differs from the local job's is someone else's (a reused id)."""
+    submitted: float | None = None
+    """When the batch system says the job was submitted (epoch), if it says."""
+
+    def to_json(self) -> list:
+        return [self.state.value, self.exit_code, self.reason, self.native, self.evidence.value, self.host,
+                self.tag, self.submitted]
+
+    @classmethod
+    def from_json(cls, v: list) -> "BatchStatus":
+        return cls(LocalState(v[0]), v[1], v[2], v[3], Evidence(v[4]), v[5], v[6], v[7])
 
 
 @dataclass
@@ -121,6 +134,9 @@ class Adapter(abc.ABC):
     max_chunk: int = 1000
     #: Codes the batch system gives a meaning of its own (the wrapper never exits with them).
     reserved_exit_codes: ClassVar[tuple[int, ...]] = ()
+    #: True when :meth:`query` answers for *all* of this user's jobs (one command),
+    #: so that its answer can be cached on disk and shared: see :meth:`query_cached`.
+    user_wide_query: ClassVar[bool] = False
 
     def __init__(self, home: Home, options: dict[str, Any] | None = None, *,
                  command_timeout: float = 30.0):
@@ -134,6 +150,11 @@ class Adapter(abc.ABC):
         if "chunk_size" in given:
             self.max_chunk = max(1, int(given.pop("chunk_size")))
         self.opts = {**self.options, **given}
+
+    @property
+    def status_interval(self) -> float:
+        """Seconds a status answer stays good (the on-disk cache's lifetime)."""
+        return float(self.opts.get("cache_interval", 0) or 0)
 
     # -- the contract --------------------------------------------------------
     @abc.abstractmethod
@@ -162,6 +183,30 @@ class Adapter(abc.ABC):
         return {}
 
     # -- plumbing -----------------------------------------------------------
+    def render(self, template: str, **values: Any) -> str:
+        """A job script from ``templates/<template>``, every value quoted for the shell."""
+        import shlex
+        import string
+        from importlib import resources
+
+        text = resources.files("jim.adapters.templates").joinpath(template).read_text()
+        try:
+            return string.Template(text).substitute({k: shlex.quote(str(v)) for k, v in values.items()})
+        except KeyError as e:
+            raise ConfigError(f"job script template {template} needs a value for {e.args[0]}") from None
+        except ValueError as e:
+            raise ConfigError(f"job script template {template} is malformed: {e}") from None
+
+    def write_script(self, chunk: SubmitChunk, name: str, text: str) -> Path:
+        d = chunk.job_dir / "batch"
+        d.mkdir(mode=0o700, exist_ok=True)
+        path = d / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o700)
+        os.replace(tmp, path)
+        return path
+
     def run(self, argv: list[str], *, timeout: float | None = None, input: str | None = None,
             env: dict[str, str] | None = None, check: bool = True,
             error: type[BatchError] = BatchError, transient: Callable[[int, str], bool] | None = None
@@ -206,6 +251,55 @@ class Adapter(abc.ABC):
             with attempt:
                 return fn(*args, **kwargs)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- the shared status cache ------------------------------------------------
+    @property
+    def _cache_path(self) -> Path:
+        return self.home.cache / f"{self.name}-status.json"
+
+    def _read_cache(self) -> QueryResult | None:
+        try:
+            data = json.loads(self._cache_path.read_text())
+            return QueryResult(ok=data["ok"], error=data.get("error", ""), at=data["at"],
+                               statuses={k: BatchStatus.from_json(v) for k, v in data["statuses"].items()})
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return None
+
+    def _write_cache(self, result: QueryResult) -> None:
+        data = {"at": result.at, "ok": result.ok, "error": result.error,
+                "statuses": {k: v.to_json() for k, v in result.statuses.items()}}
+        tmp = self._cache_path.with_name(f".{self._cache_path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self._cache_path)
+
+    def query_cached(self, batch_ids: list[str], *, now: float | None = None) -> QueryResult:
+        """:meth:`query`, shared through an on-disk cache by every jim process of this user.
+
+        For adapters whose query covers all of the user's jobs, one answer is
+        kept for ``status_interval`` seconds; at most one process refreshes it
+        at a time (single flight: the others use the answer they find rather
+        than wait).  A failed query is cached too, so a batch system that is
+        down is asked once per interval, not once per caller.
+        """
+        if not self.user_wide_query or self.status_interval <= 0:
+            return self.query(batch_ids)
+        from jim.locks import SingleInstance
+
+        now = time.time() if now is None else now
+        cached = self._read_cache()
+        if cached is not None and now - cached.at < self.status_interval:
+            return cached
+        lock = SingleInstance(self.home.cache / f"{self.name}-status.lock")
+        if not lock.acquire():
+            if cached is not None:
+                return cached
+            return QueryResult(ok=False, error="another process is refreshing the batch status")
+        try:
+            result = self.query(batch_ids)
+            self._write_cache(result)
+            return result
+        finally:
+            lock.release()
 
     # -- health -------------------------------------------------------------
     @property

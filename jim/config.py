@@ -82,6 +82,10 @@ class MonitorConfig:
     interval: float = 2.0
     lost_grace: float = 60.0
     idle_exit: float = 30.0
+    held_timeout: float = 86400.0
+    """A local job held or suspended this long is cancelled, with the reason recorded."""
+    accounting_slack: float = 300.0
+    """Accounting records submitted this long before jim's own submission are someone else's."""
 
 
 @dataclass(frozen=True)

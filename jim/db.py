@@ -190,6 +190,13 @@ class LocalJob:
                 self.el.set("exitCode", str(int(exit_code)))
         return True
 
+    def entered(self, state: LocalState) -> float | None:
+        """When this local job last entered ``state`` (from its history)."""
+        for entry in reversed(self.el.find("history")):
+            if entry.get("name") == state.value:
+                return parse_iso(entry.get("at"))
+        return None
+
     def set_progress(self, phases: dict[str, tuple[int, int]], at: float | None = None) -> bool:
         """Replace the reported phases; True when anything changed."""
         prog = self.el.find("progress")

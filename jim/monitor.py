@@ -81,7 +81,7 @@ def _terminal_from_exit_file(lj: LocalJob, ec: tuple[int, dict[str, str]], cance
 
 
 def apply_local(lj: LocalJob, local_dir: Path, result, accounting: dict, *, now: float,
-                lost_grace: float, cancelled: bool) -> None:
+                lost_grace: float, cancelled: bool, accounting_slack: float = 300.0) -> None:
     """Bring one local job up to date (see the module docstring for the order of evidence)."""
     phases = read_progress(local_dir / "progress")
     if phases:
@@ -95,7 +95,12 @@ def apply_local(lj: LocalJob, local_dir: Path, result, accounting: dict, *, now:
     if lj.state.terminal or not lj.batch_id or not result.ok:
         return
     status = result.lookup(lj.batch_id)
+    if status is not None and status.tag and status.tag != lj.tag:
+        status = None  # the id now belongs to another job: ours is absent
     ec = read_exit_file(local_dir / "exit_code")
+    if status is None and ec is None and result.at < (lj.entered(LocalState.QUEUED) or 0):
+        return  # the (cached) answer predates this job's submission: it says nothing about it
+    acct = _own_record(lj, accounting.get(lj.batch_id), accounting_slack)
     if status is not None:
         lj.el.attrib.pop("absentSince", None)
         if status.host:
@@ -103,9 +108,10 @@ def apply_local(lj: LocalJob, local_dir: Path, result, accounting: dict, *, now:
         if status.state.terminal:
             if ec is not None:
                 _terminal_from_exit_file(lj, ec, cancelled)
+            elif acct is not None:
+                _terminal_from_record(lj, acct)
             else:
-                lj.set_state(status.state, evidence=status.evidence, exit_code=status.exit_code,
-                             reason=status.reason or status.native)
+                _terminal_from_record(lj, status)
         else:
             if ec is not None and status.state is LocalState.RUNNING:
                 # the wrapper has finished; the batch system has not noticed yet
@@ -116,10 +122,8 @@ def apply_local(lj: LocalJob, local_dir: Path, result, accounting: dict, *, now:
     if ec is not None:
         _terminal_from_exit_file(lj, ec, cancelled)
         return
-    acct = accounting.get(lj.batch_id)
     if acct is not None:
-        lj.set_state(acct.state, evidence=Evidence.ACCOUNTING, exit_code=acct.exit_code,
-                     reason=acct.reason or acct.native)
+        _terminal_from_record(lj, acct)
         return
     since = parse_iso(lj.get("absentSince"))
     if since is None:
@@ -128,6 +132,37 @@ def apply_local(lj: LocalJob, local_dir: Path, result, accounting: dict, *, now:
         lj.set_state(LocalState.LOST, evidence=Evidence.ABSENT_AFTER_GRACE,
                      reason=f"gone from the batch system for {now - since:.0f} s with no exit-code file "
                             f"and no accounting record")
+
+
+def _own_record(lj: LocalJob, record, slack: float):
+    """An accounting record, if it is this local job's: same tag, not older than our submission."""
+    if record is None:
+        return None
+    if record.tag and record.tag != lj.tag:
+        return None
+    intent = lj.entered(LocalState.SUBMITTING)
+    if record.submitted is not None and intent is not None and record.submitted < intent - slack:
+        return None  # an older job that had the same id
+    return record
+
+
+def _terminal_from_record(lj: LocalJob, st) -> None:
+    """A terminal state from the batch system or its accounting (no exit-code file)."""
+    code = st.exit_code
+    if code is None and st.state is LocalState.DONE:
+        code = 0
+    lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=st.reason or st.native)
+
+
+def overdue_holds(job: GridJob, now: float, timeout: float) -> list[LocalJob]:
+    """Local jobs held or suspended for longer than ``timeout`` seconds."""
+    out = []
+    for lj in job.local_jobs():
+        if lj.state in (LocalState.HELD, LocalState.SUSPENDED):
+            since = lj.entered(lj.state)
+            if since is not None and now - since >= timeout:
+                out.append(lj)
+    return out
 
 
 def emit_seg_event(job: GridJob) -> None:
@@ -166,14 +201,15 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None) 
         jobs[job_id] = job
         batch_ids += [lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id]
     from jim.adapters.base import QueryResult
-    result = adapter.query(batch_ids) if batch_ids else QueryResult(ok=True)
+    result = adapter.query_cached(batch_ids) if batch_ids else QueryResult(ok=True)
     if result.ok:
         adapter.mark_healthy()
     else:
         adapter.mark_degraded(result.error)
     accounting = {}
     if result.ok:
-        absent = [b for b in batch_ids if result.lookup(b) is None]
+        # absent from the queue, or ended there: the accounting records say how (one sacct for all)
+        absent = [b for b in batch_ids if result.lookup(b) is None or result.lookup(b).state.terminal]
         unexplained = [b for b in absent if b not in _with_exit_file(home, jobs, absent)]
         if unexplained:
             try:
@@ -188,7 +224,11 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None) 
                 before = rec.state
                 for lj in rec.local_jobs():
                     apply_local(lj, home.local_dir(job_id, lj.index), result, accounting, now=now,
-                                lost_grace=config.monitor.lost_grace, cancelled=rec.cancel_requested)
+                                lost_grace=config.monitor.lost_grace, cancelled=rec.cancel_requested,
+                                accounting_slack=config.monitor.accounting_slack)
+                overdue = overdue_holds(rec, now, config.monitor.held_timeout)
+                if overdue:
+                    _cancel_overdue(adapter, overdue, config.monitor.held_timeout, jlog)
                 rec.recompute(max_failed_fraction=config.site.max_failed_fraction)
                 after = rec.state
             if after is not before:
@@ -210,6 +250,19 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None) 
             jlog.error("monitoring of %s failed this round: %s", job_id, e)
             active += 1
     return active
+
+
+def _cancel_overdue(adapter, overdue: list[LocalJob], timeout: float, jlog) -> None:
+    try:
+        adapter.cancel([lj.batch_id for lj in overdue if lj.batch_id], 0.0)
+    except JimError as e:
+        jlog.error("could not cancel local jobs held too long (%s); will try again", e)
+        return
+    for lj in overdue:
+        why = f"{lj.state.value.lower()} for more than {timeout:g} s ({lj.get('reason') or 'no reason given'}); " \
+              f"cancelled by jim"
+        lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, reason=why)
+        jlog.warning("local job %d: %s", lj.index, why)
 
 
 def _with_exit_file(home: Home, jobs: dict[str, GridJob], absent: list[str]) -> set[str]:

@@ -1,0 +1,148 @@
+"""Golden tests of the Slurm adapter: rendered batch script, sbatch argv, and the
+parsers on real outputs recorded from the test cluster (tests/data/slurm).
+
+If a change to the rendering is intended, regenerate the golden file with
+``JIM_ACCEPT_GOLDEN=1 pytest tests/test_slurm_golden.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from jim.adapters.base import LocalJobSpec, SubmitChunk
+from jim.adapters.slurm import (STATE_MAP, SlurmAdapter, array_spec, parse_sacct, parse_squeue,
+                                parse_tag_name, tag_name)
+from jim.paths import Home
+from jim.states import Evidence, LocalState
+
+DATA = Path(__file__).parent / "data" / "slurm"
+GOLDEN = Path(__file__).parent / "data" / "golden"
+
+
+def recorded(name: str) -> str:
+    return (DATA / f"{name}.out").read_text()
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("JIM_ACCEPT_GOLDEN") or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; if intended, rerun with JIM_ACCEPT_GOLDEN=1"
+
+
+def retag(text: str) -> str:
+    """The recorded jobs are named jim-rec-<role>; make them look like jim's own arrays."""
+    return text.replace("jim-rec-mix", tag_name("20261122-070000-abcdef01", 100)) \
+               .replace("jim-rec-array", tag_name("20261122-070000-abcdef02", 0))
+
+
+@pytest.fixture
+def adapter(tmp_path):
+    return SlurmAdapter(Home(tmp_path).ensure(), {"partition": "debug", "account": "d0",
+                                                   "sbatch_options": ["--mem=100", "--qos=low"],
+                                                   "python": "/usr/bin/python3", "max_array_size": 1001})
+
+
+def test_rendered_script_and_sbatch_argv(adapter, tmp_path):
+    job_dir = Path("/var/lib/jim/user/jobs/20261122-070000-abcdef01")
+    chunk = SubmitChunk("20261122-070000-abcdef01", [LocalJobSpec(k, f"x.{k}") for k in (3, 4, 5, 9)],
+                        job_dir=job_dir, wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
+                        outroot=job_dir / "local", queue="long", limits={"wall_seconds": 7200})
+    text = adapter.render("slurm.sh", grid_id=chunk.grid_id, offset=3, python="/usr/bin/python3",
+                          wrapper=chunk.wrapper, sandbox=chunk.sandbox, outroot=chunk.outroot)
+    golden("slurm-script.sh", text)
+    argv = adapter.sbatch_argv(chunk, 3, [0, 1, 2, 6], "/x/slurm-3.sh")
+    golden("slurm-sbatch-argv.json", json.dumps(argv, indent=1) + "\n")
+    assert "--array=0-2,6" in argv and "--partition=long" in argv and "--no-requeue" in argv
+    assert argv[-3:] == ["--mem=100", "--qos=low", "/x/slurm-3.sh"]
+
+
+def test_script_quotes_hostile_paths(adapter):
+    text = adapter.render("slurm.sh", grid_id="g", offset=0, python="python3",
+                          wrapper="/tmp/a b/$(rm -rf x)/w.py", sandbox="/tmp/'q'", outroot="/o;ls")
+    assert "'/tmp/a b/$(rm -rf x)/w.py'" in text
+    assert "'/o;ls'" in text and "'/tmp/'\"'\"'q'\"'\"''" in text
+
+
+def test_sbatch_options_must_be_a_list(tmp_path):
+    from jim.errors import ConfigError
+    with pytest.raises(ConfigError):
+        SlurmAdapter(Home(tmp_path), {"sbatch_options": "--mem=100; rm -rf /"})
+
+
+def test_array_spec_and_tag_names():
+    assert array_spec([0, 1, 2, 3]) == "0-3"
+    assert array_spec([5, 0, 2, 3, 9, 10]) == "0,2-3,5,9-10"
+    assert parse_tag_name(tag_name("20261122-070000-abcdef01", 42)) == ("20261122-070000-abcdef01", 42)
+    assert parse_tag_name("jim-rec-mix") is None and parse_tag_name("jim.x.y") is None
+
+
+def test_parse_squeue_recorded_mix():
+    st = parse_squeue(retag(recorded("squeue-mix")))
+    g1 = "20261122-070000-abcdef01"
+    assert st["15_0"].state is LocalState.DONE and st["15_0"].tag == f"{g1}.100"
+    assert st["15_1"].state is LocalState.FAILED and st["15_1"].reason == "NonZeroExitCode"
+    assert st["15_5"].state is LocalState.QUEUED and st["15_9"].tag == f"{g1}.109"
+    assert st["5_9"].tag == "20261122-070000-abcdef02.9"
+    assert not any(k.startswith(("16", "17", "18", "4")) for k in st)  # not jim's jobs: ignored
+
+
+def test_parse_squeue_states_and_held():
+    g = "20261122-070000-abcdef01"
+    lines = "\n".join(f"9_{k}|9|9|{k}|{state}|{reason}|{tag_name(g, 0)}|" for k, (state, reason) in enumerate([
+        ("PENDING", "JobHeldUser"), ("PENDING", "JobHeldAdmin"), ("PENDING", "Resources"), ("RUNNING", "None"),
+        ("SUSPENDED", "None"), ("COMPLETING", "None"), ("TIMEOUT", "TimeLimit"), ("CANCELLED", "None"),
+        ("WEIRD_NEW_STATE", "None")]))
+    st = parse_squeue(lines)
+    assert [st[f"9_{k}"].state for k in range(8)] == [
+        LocalState.HELD, LocalState.HELD, LocalState.QUEUED, LocalState.RUNNING, LocalState.SUSPENDED,
+        LocalState.RUNNING, LocalState.FAILED, LocalState.CANCELLED]
+    assert "9_8" not in st  # unknown state: a warning, never a guess
+
+
+def test_parse_squeue_folded_and_odd_names():
+    assert parse_squeue(retag(recorded("squeue-mix-folded"))).get("15_5") is None  # folded range skipped
+    odd = recorded("squeue-odd-name").replace("jim x|y z", tag_name("20261122-070000-abcdef01", 0) + "|x")
+    # a '|' in the name must not shift the state field
+    for st in parse_squeue(odd).values():
+        assert st.state in (LocalState.QUEUED, LocalState.RUNNING, LocalState.CANCELLED)
+
+
+def test_parse_sacct_recorded_final_and_purged():
+    g1 = "20261122-070000-abcdef01"
+    final = parse_sacct(retag(recorded("sacct-mix-final")))
+    assert final["15_1"].state is LocalState.FAILED and final["15_1"].exit_code == 3
+    assert final["15_1"].evidence is Evidence.ACCOUNTING and final["15_1"].tag == f"{g1}.101"
+    assert final["15_2"].state is LocalState.CANCELLED  # "CANCELLED by 0": first word
+    assert final["15_0"].state is LocalState.DONE and final["15_0"].exit_code == 0
+    assert final["15_0"].submitted is not None
+    assert "15_9" not in final  # cancelled while pending: no record at all
+    purged = parse_sacct(retag(recorded("sacct-mix-purged")))
+    assert purged["15_2"].exit_code == 128 + 15  # 0:15 after the purge
+
+
+def test_parse_sacct_live_has_no_exit_codes_for_running():
+    live = parse_sacct(retag(recorded("sacct-mix-live")))
+    assert live["15_2"].state is LocalState.RUNNING and live["15_2"].exit_code is None
+    assert "15_[5-9%3]" not in live
+
+
+def test_every_state_in_recordings_is_mapped():
+    for name in ("squeue-mix", "squeue-mix-final", "sacct-mix-final", "sacct-mix-live"):
+        for line in recorded(name).splitlines():
+            f = line.split("|")
+            state = (f[4] if name.startswith("squeue") else f[2]).split()[0]
+            assert state in STATE_MAP, (name, state)
+
+
+def test_transient_errors_classified():
+    from jim.adapters.slurm import _transient
+    assert _transient(1, (DATA / "down-squeue.err").read_text())
+    assert _transient(1, (DATA / "down-sbatch.err").read_text())
+    assert not _transient(1, (DATA / "sbatch-bad-partition.err").read_text())
+    assert not _transient(1, (DATA / "sbatch-array-too-big.err").read_text())

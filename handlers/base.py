@@ -26,18 +26,48 @@ A site admin adds a job type by installing a package with one subclass and one
 entry point in the group ``jim.handlers`` (see docs/handlers.md).  The class
 attribute ``attributes`` declares the extra RSL attributes the job type
 accepts; any other unknown attribute is refused at submit.
+
+What a handler knows when it plans
+----------------------------------
+``self.site`` (:class:`jim.config.SiteLimits`), ``self.opts`` (the handler's
+options: class defaults overridden by ``[handlers.<name>]``), ``self.queue``
+(the :class:`jim.requirements.Queue` jim chose for the job from its
+requirements, with the site's parameters such as ``WallTimeLimit``; ``None``
+when the site describes no queues) and ``self.grid_job_id`` (``None`` for a
+dry run).  :meth:`Handler.time_limit` and :meth:`Handler.event_budget` turn
+the site's and the queue's limits into events per local job, as montecarlo
+and reprocessing do.
+
+Queue parameters jim reads (all optional, in seconds)
+-----------------------------------------------------
+``WallTimeLimit``
+    wall-clock seconds a local job may run in the queue;
+``MaxCPUTime``
+    CPU seconds a local job may use in the queue;
+``CPUPower``
+    how fast the queue's CPUs are relative to the reference CPU of the user's
+    ``cpuperevent`` hint (default 1: one event takes ``cpuperevent /
+    CPUPower`` seconds there).
+
+A queue's limits are the batch system's kill limits, so a local job is sized
+to ``safety`` (an option, default 0.8) times them.  The site's
+``max_cpu_per_job`` is the site's own bound and is used as is.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jim.config import SiteLimits
-from jim.errors import InvalidAttribute, InvalidCount
+from jim.errors import ConfigError, InvalidAttribute, InvalidCount, PlanError
 from jim.jobdesc import JobDescription
+
+if TYPE_CHECKING:
+    from jim.requirements import Queue
 
 
 @dataclass
@@ -96,14 +126,30 @@ class Handler(abc.ABC):
     #: Handler options a site may set in ``[handlers.<name>]``, with defaults.
     options: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, site: SiteLimits, options: dict[str, Any] | None = None):
+    def __init__(self, site: SiteLimits, options: dict[str, Any] | None = None, *,
+                 queue: Queue | None = None, grid_job_id: str | None = None):
         self.site = site
         given = dict(options or {})
         unknown = set(given) - set(self.options)
         if unknown:
-            from jim.errors import ConfigError
             raise ConfigError(f"[handlers.{self.name}]: unknown option(s) {', '.join(sorted(unknown))}")
+        for key, value in given.items():
+            default = self.options[key]
+            if default is not None and not _same_kind(default, value):
+                raise ConfigError(f"[handlers.{self.name}].{key}: expected {_kind(default)}, got {value!r}")
         self.opts = {**self.options, **given}
+        #: The local queue chosen for the job (None: the site describes no queues).
+        self.queue = queue
+        #: The grid job's id (None in ``jim plan --dry-run``).
+        self.grid_job_id = grid_job_id
+
+    @classmethod
+    def accepted_attributes(cls, desc: JobDescription) -> set[str]:
+        """The extra attributes ``desc`` may carry for this job type (default: ``attributes``).
+
+        Override when the names depend on the description (e.g. ``parameters.<name>``).
+        """
+        return set(cls.attributes)
 
     # -- the three JIM methods ----------------------------------------------
     @abc.abstractmethod
@@ -129,6 +175,14 @@ class Handler(abc.ABC):
 
     def executable_argv(self, desc: JobDescription) -> list[str]:
         """``executable`` + ``arguments``, the executable made absolute against ``directory``."""
+        memo = self.__dict__.get("_argv_memo")
+        if memo is not None and memo[0] is desc:
+            return list(memo[1])
+        argv = self._executable_argv(desc)
+        self.__dict__["_argv_memo"] = (desc, argv)
+        return list(argv)
+
+    def _executable_argv(self, desc: JobDescription) -> list[str]:
         exe = desc.executable
         if not exe:
             raise InvalidAttribute("the job description has no executable", gram_error=81)
@@ -147,6 +201,131 @@ class Handler(abc.ABC):
     def describe(self) -> str:
         doc = (self.__doc__ or "").strip().splitlines()
         return doc[0] if doc else self.name
+
+    # -- the queue's and the site's limits ----------------------------------------
+    def queue_number(self, name: str) -> float | None:
+        """A positive numeric parameter of the chosen queue (``inf`` and absent: None)."""
+        if self.queue is None:
+            return None
+        value = self.queue.get(name)
+        if value is None:
+            return None
+        number: float | None = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        if number is None or number != number or number <= 0:
+            raise ConfigError(f"queue {self.queue.qualified_name}: {name} must be a positive number, got {value!r}")
+        return None if math.isinf(number) else number
+
+    def cpu_power(self) -> float:
+        """The queue's ``CPUPower`` (1 when the queue does not say)."""
+        return self.queue_number("CPUPower") or 1.0
+
+    def time_limit(self, safety: float = 1.0) -> TimeLimit:
+        """The tightest bound on one local job's seconds: the site's maximum CPU, or the
+        queue's ``WallTimeLimit`` / ``MaxCPUTime`` times ``safety``."""
+        if not 0 < safety <= 1:
+            raise ConfigError(f"[handlers.{self.name}].safety must be in (0, 1], got {safety!r}")
+        best = TimeLimit(float(self.site.max_cpu_per_job), "site-max-cpu", float(self.site.max_cpu_per_job), 1.0)
+        queue = self.queue.name if self.queue is not None else ""
+        for param, by in (("WallTimeLimit", "queue-wall-time"), ("MaxCPUTime", "queue-cpu-time")):
+            raw = self.queue_number(param)
+            if raw is not None and raw * safety < best.seconds:
+                best = TimeLimit(raw * safety, by, raw, safety, queue)
+        return best
+
+    def event_budget(self, desc: JobDescription, *, safety: float, default_per_job: int) -> EventBudget:
+        """Events per local job from the CPU hint, the user's wish and the limits.
+
+        * with ``cpuperevent`` (seconds per event on the reference CPU; one
+          event takes ``cpuperevent / CPUPower`` seconds on the queue):
+          ``floor(recommended_cpu_per_job / t)`` (``site-recommended-cpu``),
+          never above what fits :meth:`time_limit` (its binding name); a
+          single event above the limit is refused;
+        * without it: ``default_per_job`` (``default-events-per-job``);
+        * ``eventsperjob`` from the user wins (``user-events-per-job``), capped
+          by the time limit when the hint allows checking it.
+        """
+        cpe = desc.get_float("cpuperevent", None, positive=True)
+        user = desc.get_int("eventsperjob", None, minimum=1)
+        limit = self.time_limit(safety)
+        seconds = fits = None
+        if cpe is not None:
+            seconds = cpe / self.cpu_power()
+            fits = math.floor(round(limit.seconds / seconds, 9))
+            if fits < 1:
+                raise PlanError(f"one event needs {seconds:g} s, more than {limit.describe()}")
+            per_job = max(1, math.floor(round(self.site.recommended_cpu_per_job / seconds, 9)))
+            binding = "site-recommended-cpu"
+            if per_job > fits:
+                per_job, binding = fits, limit.by
+        else:
+            per_job, binding = default_per_job, "default-events-per-job"
+        if user is not None:
+            per_job, binding = user, "user-events-per-job"
+            if fits is not None and per_job > fits:
+                per_job, binding = fits, limit.by
+        return EventBudget(per_job, binding, fits, seconds, cpe, limit, user is not None)
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """The bound on one local job's duration that jim sizes jobs against."""
+
+    seconds: float
+    """Usable seconds (the raw limit times the safety factor)."""
+    by: str
+    """``site-max-cpu``, ``queue-wall-time`` or ``queue-cpu-time``."""
+    raw: float
+    safety: float = 1.0
+    queue: str = ""
+
+    def describe(self) -> str:
+        if self.by == "site-max-cpu":
+            return f"the site's maximum of {self.raw:g} s per local job"
+        what = "wall-time" if self.by == "queue-wall-time" else "CPU-time"
+        return (f"queue {self.queue}'s {what} limit of {self.raw:g} s x safety {self.safety:g} "
+                f"= {self.seconds:g} s")
+
+    def record(self) -> dict[str, str]:
+        """Plan attributes: ``timeLimit`` (usable seconds) and ``timeLimitBy``."""
+        return {"timeLimit": f"{self.seconds:g}", "timeLimitBy": self.by}
+
+
+@dataclass(frozen=True)
+class EventBudget:
+    """What :meth:`Handler.event_budget` decided."""
+
+    per_job: int
+    binding: str
+    fits: int | None
+    """Most events that fit the time limit (None without a CPU hint)."""
+    seconds_per_event: float | None
+    """On the chosen queue (None without a CPU hint)."""
+    cpu_per_event: float | None
+    limit: TimeLimit
+    user_set: bool = False
+
+    def estimate(self, events: float) -> float | None:
+        return None if self.seconds_per_event is None else events * self.seconds_per_event
+
+
+def _kind(default: Any) -> str:
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a table"}.get(type(default), type(default).__name__)
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) if isinstance(default, float) else isinstance(value, int)
+    return isinstance(value, type(default))
 
 
 def check_count(value: int, cap: int, why: str) -> None:

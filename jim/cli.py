@@ -194,8 +194,9 @@ def _parser():
     sub.add_parser("handlers", help="installed job types")
     sub.add_parser("doctor", help="check configuration, home and batch system")
     sp = sub.add_parser("serve", help="read-only web view of the database")
-    sp.add_argument("--host", default="127.0.0.1")
-    sp.add_argument("--port", type=int, default=8642)
+    sp.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only; there is no authentication)")
+    sp.add_argument("--port", type=int, default=8642, help="port (default 8642; 0 picks a free one)")
     sub.add_parser("gram-install", help="install the GRAM5 glue (run as root)", add_help=False)
     sp = sub.add_parser("_worker")
     sp.add_argument("job_id")
@@ -237,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = argv[0]
     protocol = command in PROTOCOL
+    if command != "_monitor":  # short-lived: garbage collection only costs time (the monitor keeps it)
+        import gc
+        gc.disable()
     if not protocol:  # a person piping into head: end quietly
         import signal
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -368,26 +372,42 @@ def cmd_list(config, args, out) -> int:
 
 
 def cmd_plan(config, args, out) -> int:
+    """``jim plan --dry-run``: validate, choose the queue and plan; record, write and submit nothing."""
     import json
 
     from jim.manager import make_plan
 
     desc = _load_description(args)
-    handler, plan, commands = make_plan(config, desc)
+    handler, plan, commands = make_plan(config, desc, dry_run=True)
+    attrs = {k: v for k, v in plan.record_attrs().items()}
+    jobs = [{"index": k, "queue": s.queue, "slice": s.attrs, "params": s.params, "env": s.env,
+             "estSeconds": s.attrs.get("estSeconds"), "failedOnCreation": s.failed_on_creation,
+             "argv": commands[k]} for k, s in enumerate(plan.slices)]
     if args.json:
-        print(json.dumps({"jobtype": desc.jimtype, **plan.record_attrs(), "explanation": plan.explanation,
-                          "localJobs": [{"index": k, "slice": s.attrs, "params": s.params, "queue": s.queue,
-                                         "failedOnCreation": s.failed_on_creation, "argv": commands[k]}
-                                        for k, s in enumerate(plan.slices)]}, indent=2))
+        print(json.dumps({"dryRun": True, "jobtype": desc.jimtype, "localJobs": plan.n, "binding": plan.binding,
+                          "queue": plan.queue, "timeLimit": attrs.get("timeLimit"),
+                          "timeLimitBy": attrs.get("timeLimitBy"), "explanation": plan.explanation,
+                          "plan": attrs, "jobs": jobs}, indent=2, default=str))
         return 0
-    print(f"job type {desc.jimtype}: {plan.n} local job(s); binding limit: {plan.binding}")
+    failed = sum(1 for s in plan.slices if s.failed_on_creation)
+    print(f"job type {desc.jimtype}: {plan.n} local job(s){f' ({failed} failed on creation)' if failed else ''}; "
+          f"binding limit: {plan.binding}")
+    queue = plan.queue or "(the batch system's default)"
+    extra = f" on CE {attrs['ce']}" if attrs.get("ce") else ""
+    print(f"queue: {queue}{extra}" + (f"; requirements: {attrs['requirements']}" if attrs.get("requirements") else ""))
+    if attrs.get("timeLimit"):
+        longest = attrs.get("estSecondsPerJob")
+        print(f"time limit per local job: {attrs['timeLimit']} s ({attrs['timeLimitBy']})"
+              + (f"; longest local job about {longest} s" if longest else ""))
     print(plan.explanation)
-    for k, s in enumerate(plan.slices[:50]):
-        sl = " ".join(f"{a}={v}" for a, v in {**s.attrs, **s.params}.items())
-        extra = f"  [failed on creation: {s.failed_on_creation}]" if s.failed_on_creation else ""
-        print(f"  {k:>5}  {sl}{extra}")
+    print(f"  {'#':>5}  {'queue':<12} {'est. s':>8}  slice")
+    for job in jobs[:50]:
+        sl = " ".join(f"{a}={v}" for a, v in {**job["slice"], **job["params"]}.items() if a != "estSeconds")
+        extra = f"  [failed on creation: {job['failedOnCreation']}]" if job["failedOnCreation"] else ""
+        print(f"  {job['index']:>5}  {job['queue'] or '-':<12} {job['estSeconds'] or '-':>8}  {sl}{extra}")
     if plan.n > 50:
         print(f"  ... and {plan.n - 50} more")
+    print("(dry run: nothing recorded or submitted)")
     return 0
 
 

@@ -29,14 +29,43 @@ from jim.states import Evidence, GramState, LocalState
 PLAN_FILE = "plan.json"
 
 
-def make_plan(config: Config, desc: JobDescription):
-    """Validate ``desc`` and plan it: (handler, plan, commands).  Records nothing."""
+_PARAMETER_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")
+
+
+def _is_parameter_attr(name: str) -> bool:
+    return name.partition(".")[0] in _PARAMETER_ATTRS
+
+
+def make_plan(config: Config, desc: JobDescription, *, job_id: str | None = None, dry_run: bool = False):
+    """Validate ``desc``, choose its local queue and plan it: (handler, plan, commands).
+
+    Records nothing; a real submit (``dry_run=False``) only remembers the
+    queue choice in the requirements cache under ``$JIM_HOME/cache``.  A
+    description with ``parameters*`` attributes and no ``jimtype`` is a
+    parametric job; other job types refuse those attributes unless they
+    accept them.
+    """
     from jim.handlers import get_handler_class
+    from jim.requirements import QueueCache, choose_queue, requirements_of_description
 
     desc.check_common()
+    if not desc.has("jimtype") and any(_is_parameter_attr(a) for a in desc.attrs):
+        desc.attrs["jimtype"] = ["parametric"]
     cls = get_handler_class(desc.jimtype)
-    desc.check_known(cls.attributes)
-    handler = cls(config.site, config.handler_options(cls.name or desc.jimtype))
+    accepted = cls.accepted_attributes(desc)
+    desc.check_known(accepted)
+    if "parameters" not in accepted:
+        stray = sorted(a for a in desc.attrs if _is_parameter_attr(a))
+        if stray:
+            raise InvalidAttribute(f"attribute {stray[0]} makes a parametric job, but the job type is "
+                                   f"{desc.jimtype}: use jimtype=parametric")
+    if not dry_run:
+        Home(config.home).ensure()
+    stated = requirements_of_description(desc.attrs.get("requirements"), desc.get("queue"))
+    choice = choose_queue(config.resources, stated,
+                          cache=QueueCache(Home(config.home).cache, write=not dry_run))
+    handler = cls(config.site, config.handler_options(cls.name or desc.jimtype),
+                  queue=choice.queue, grid_job_id=job_id)
     try:
         plan = handler.getNumSubmissionTimes(desc)
     except ValueError as e:  # splitters raise ValueError on bad parameters
@@ -47,11 +76,34 @@ def make_plan(config: Config, desc: JobDescription):
         raise PlanError("the plan has no local jobs")
     if plan.n > config.site.max_local_jobs:
         raise PlanError(f"the plan has {plan.n} local jobs, over the site's limit of {config.site.max_local_jobs}")
+    _record_queue(plan, choice)
     commands = [handler.getCommandAndArguments(desc, plan, s) for s in plan.slices]
     for argv in commands:
         if not argv or not all(isinstance(a, str) for a in argv) or any("\0" in a for a in argv):
             raise InvalidAttribute("a local job's command must be a non-empty list of strings")
     return handler, plan, commands
+
+
+def _record_queue(plan, choice) -> None:
+    """Put the queue choice into the plan: plan.queue, every slice's queue, attributes, explanation."""
+    plan.queue = plan.queue or choice.name
+    for s in plan.slices:
+        if s.queue is None:
+            s.queue = plan.queue
+    facts = {"queueChosenBy": choice.how, "ce": choice.ce,
+             "requirements": choice.requirements.describe() or None}
+    if choice.queue is not None:
+        facts["eligibleQueues"] = str(choice.eligible)
+    for key, value in facts.items():
+        if value is not None:
+            plan.attrs.setdefault(key, value)
+    text = plan.explanation.rstrip()
+    text += "" if not text or text.endswith(".") else "."
+    if choice.queue is not None:
+        why = f"for {choice.requirements.describe()}" if choice.requirements else "no requirements: the site's preferred"
+        plan.explanation = f"{text} Queue {choice.name} on CE {choice.ce} ({why}; {choice.eligible} eligible)."
+    elif choice.name:
+        plan.explanation = f"{text} Queue {choice.name} (the job's queue attribute)."
 
 
 def plan_to_json(plan, commands: list[list[str]]) -> dict[str, Any]:
@@ -78,12 +130,12 @@ def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None =
     from jim.outputs import check_output_tar
 
     env = dict(os.environ if env is None else env)
-    handler, plan, commands = make_plan(config, desc)
+    job_id = new_job_id()
+    handler, plan, commands = make_plan(config, desc, job_id=job_id)
     if desc.has("outputtar"):
         desc.attrs["outputtar"] = [check_output_tar(desc.get("outputtar"), desc.get("directory"))]
     home = Home(config.home).ensure()
     db = Database(home, config.deadlines.lock)
-    job_id = new_job_id()
     job_dir = home.job_dir(job_id)
     os.mkdir(job_dir, 0o700)
     try:

@@ -81,23 +81,28 @@ def _terminal_from_exit_file(lj: LocalJob, ec: tuple[int, dict[str, str]], cance
 
 
 def apply_local(lj: LocalJob, local_dir: Path, result, accounting: dict, *, now: float,
-                lost_grace: float, cancelled: bool, accounting_slack: float = 300.0) -> None:
-    """Bring one local job up to date (see the module docstring for the order of evidence)."""
-    phases = read_progress(local_dir / "progress")
-    if phases:
-        lj.set_progress(phases, at=now)
-    try:
-        hb = int((local_dir / "heartbeat").read_text().strip() or 0)
-        if hb:
-            lj.set("heartbeat", now_iso(hb))
-    except (OSError, ValueError):
-        pass
+                lost_grace: float, cancelled: bool, accounting_slack: float = 300.0,
+                files: bool = True) -> None:
+    """Bring one local job up to date (see the module docstring for the order of evidence).
+
+    ``files=False`` says the wrapper has not started (no directory): no files to read.
+    """
+    if files:
+        phases = read_progress(local_dir / "progress")
+        if phases:
+            lj.set_progress(phases, at=now)
+        try:
+            hb = int((local_dir / "heartbeat").read_text().strip() or 0)
+            if hb:
+                lj.set("heartbeat", now_iso(hb))
+        except (OSError, ValueError):
+            pass
     if lj.state.terminal or not lj.batch_id or not result.ok:
         return
     status = result.lookup(lj.batch_id)
     if status is not None and status.tag and status.tag != lj.tag:
         status = None  # the id now belongs to another job: ours is absent
-    ec = read_exit_file(local_dir / "exit_code")
+    ec = read_exit_file(local_dir / "exit_code") if files else None
     if status is None and ec is None and result.at < (lj.entered(LocalState.QUEUED) or 0):
         return  # the (cached) answer predates this job's submission: it says nothing about it
     acct = _own_record(lj, accounting.get(lj.batch_id), accounting_slack)
@@ -184,48 +189,117 @@ def emit_seg_event(job: GridJob) -> None:
         log.error("cannot append SEG event for %s to %s: %s", job.id, path, e)
 
 
-def refresh(config: Config, db: Database, adapter, *, now: float | None = None) -> int:
-    """One monitoring pass over every active grid job; returns how many remain active."""
+def _local_dirs(home: Home, job_id: str) -> dict[int, tuple[int, int]]:
+    """Local jobs whose wrapper has started: index -> (dir mtime, progress mtime).
+
+    One ``scandir`` per grid job instead of three failed opens per local job
+    that has not started yet (thousands, while a big grid job waits in the queue).
+    """
+    out: dict[int, tuple[int, int]] = {}
+    try:
+        entries = list(os.scandir(home.job_dir(job_id) / "local"))
+    except FileNotFoundError:
+        return out
+    for e in entries:
+        if not e.name.isdigit():
+            continue
+        try:
+            d = e.stat().st_mtime_ns
+            try:
+                p = os.stat(os.path.join(e.path, "progress")).st_mtime_ns
+            except FileNotFoundError:
+                p = 0
+        except FileNotFoundError:
+            continue
+        out[int(e.name)] = (d, p)
+    return out
+
+
+class _Seen:
+    """What the monitor last applied to a grid job, so that an unchanged job costs no parse."""
+
+    __slots__ = ("mtime", "batch_ids", "signature")
+
+    def __init__(self, mtime: int, batch_ids: dict[str, int], signature: object):
+        self.mtime, self.batch_ids, self.signature = mtime, batch_ids, signature
+
+
+def _active_batch_ids(local_jobs: list[LocalJob]) -> dict[str, int]:
+    return {lj.batch_id: lj.index for lj in local_jobs if lj.batch_id and not lj.state.terminal}
+
+
+def refresh(config: Config, db: Database, adapter, *, now: float | None = None,
+            memo: dict[str, _Seen] | None = None) -> int:
+    """One monitoring pass over every active grid job; returns how many remain active.
+
+    ``memo`` (kept by the long-lived monitor between passes) lets a pass skip a
+    grid job when nothing that could change it has changed: its record, its
+    local jobs' statuses in the batch answer, their wrapper files; every grid
+    job is still looked at once a minute (grace periods and hold timeouts).
+    """
+    from jim.adapters.base import QueryResult
     from jim.manager import start_worker
 
     now = time.time() if now is None else now
+    memo = {} if memo is None else memo
     home = db.home
     ids = db.active_ids()
-    jobs: dict[str, GridJob] = {}
+    for gone in set(memo) - set(ids):
+        del memo[gone]
+    mtimes: dict[str, int] = {}
     batch_ids: list[str] = []
     for job_id in ids:
         try:
-            job = db.read(job_id)
-        except JimError:
+            mtimes[job_id] = home.record(job_id).stat().st_mtime_ns
+        except FileNotFoundError:
             continue
-        jobs[job_id] = job
-        batch_ids += [lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id]
-    from jim.adapters.base import QueryResult
+        seen = memo.get(job_id)
+        if seen is None or seen.mtime != mtimes[job_id]:
+            try:
+                job = db.read(job_id)
+            except JimError:
+                continue
+            seen = memo[job_id] = _Seen(mtimes[job_id], _active_batch_ids(job.local_jobs()), None)
+        batch_ids += seen.batch_ids
     result = adapter.query_cached(batch_ids) if batch_ids else QueryResult(ok=True)
     if result.ok:
         adapter.mark_healthy()
     else:
         adapter.mark_degraded(result.error)
+    dirs = {job_id: _local_dirs(home, job_id) for job_id in mtimes}
     accounting = {}
     if result.ok:
         # absent from the queue, or ended there: the accounting records say how (one sacct for all)
         absent = [b for b in batch_ids if result.lookup(b) is None or result.lookup(b).state.terminal]
-        unexplained = [b for b in absent if b not in _with_exit_file(home, jobs, absent)]
-        if unexplained:
-            try:
-                accounting = adapter.accounting(unexplained)
-            except JimError as e:
-                log.warning("accounting lookup failed: %s", e)
+        if absent:
+            unexplained = set(absent) - _with_exit_file(home, memo, absent)
+            if unexplained:
+                try:
+                    accounting = adapter.accounting(sorted(unexplained))
+                except JimError as e:
+                    log.warning("accounting lookup failed: %s", e)
     active = 0
-    for job_id, job in jobs.items():
+    for job_id in mtimes:
+        seen = memo[job_id]
+        statuses = tuple((b, result.statuses.get(b)) for b in seen.batch_ids) if result.ok else None
+        # time matters too: a job absent without evidence turns LOST after a grace period
+        waiting_on_time = statuses is not None and any(st is None for _b, st in statuses)
+        tick = int(now // (min(60.0, max(0.5, config.monitor.lost_grace / 4)) if waiting_on_time else 60.0))
+        signature = (statuses, tuple(sorted(dirs[job_id].items())), tick,
+                     tuple(b for b in seen.batch_ids if b in accounting))
+        if seen.signature == signature and seen.mtime == mtimes[job_id]:
+            active += 1  # nothing new: still active
+            continue
         jlog = for_job("jim.monitor", job_id)
         try:
             with db.update(job_id) as rec:
                 before = rec.state
+                started = dirs[job_id]
                 for lj in rec.local_jobs():
                     apply_local(lj, home.local_dir(job_id, lj.index), result, accounting, now=now,
                                 lost_grace=config.monitor.lost_grace, cancelled=rec.cancel_requested,
-                                accounting_slack=config.monitor.accounting_slack)
+                                accounting_slack=config.monitor.accounting_slack,
+                                files=lj.index in started)
                 overdue = overdue_holds(rec, now, config.monitor.held_timeout)
                 if overdue:
                     _cancel_overdue(adapter, overdue, config.monitor.held_timeout, jlog)
@@ -234,20 +308,28 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None) 
             if after is not before:
                 jlog.info("grid job %s: %s -> %s", job_id, before.name, after.name)
                 emit_seg_event(rec)
-            if all(lj.state.terminal for lj in rec.local_jobs()) and not rec.outputs_gathered:
+            locals_ = rec.local_jobs()
+            if all(lj.state.terminal for lj in locals_) and not rec.outputs_gathered:
                 if finalize(db, job_id, max_failed_fraction=config.site.max_failed_fraction):
                     final = db.read(job_id)
                     jlog.info("grid job %s: outputs gathered in %s; %s exit code %s", job_id,
                               final.output_tar, final.state.name, final.exit_code)
                     emit_seg_event(final)
+                    memo.pop(job_id, None)
                     continue
+            try:
+                mtime = home.record(job_id).stat().st_mtime_ns
+            except FileNotFoundError:
+                mtime = 0
+            memo[job_id] = _Seen(mtime, _active_batch_ids(locals_), signature)
             if not rec.state.terminal:
                 active += 1
                 if not rec.cancel_requested and any(
-                        lj.state in (LocalState.PLANNED, LocalState.SUBMITTING) for lj in rec.local_jobs()):
+                        lj.state in (LocalState.PLANNED, LocalState.SUBMITTING) for lj in locals_):
                     start_worker(home, job_id)
         except JimError as e:
             jlog.error("monitoring of %s failed this round: %s", job_id, e)
+            memo.pop(job_id, None)
             active += 1
     return active
 
@@ -265,14 +347,11 @@ def _cancel_overdue(adapter, overdue: list[LocalJob], timeout: float, jlog) -> N
         jlog.warning("local job %d: %s", lj.index, why)
 
 
-def _with_exit_file(home: Home, jobs: dict[str, GridJob], absent: list[str]) -> set[str]:
+def _with_exit_file(home: Home, memo: dict[str, "_Seen"], absent: list[str]) -> set[str]:
+    """Those of ``absent`` whose wrapper wrote an exit-code file (no accounting needed for them)."""
     wanted = set(absent)
-    found = set()
-    for job_id, job in jobs.items():
-        for lj in job.local_jobs():
-            if lj.batch_id in wanted and (home.local_dir(job_id, lj.index) / "exit_code").exists():
-                found.add(lj.batch_id)
-    return found
+    return {bid for job_id, seen in memo.items() for bid, index in seen.batch_ids.items()
+            if bid in wanted and (home.local_dir(job_id, index) / "exit_code").exists()}
 
 
 def run(config: Config, *, once: bool = False) -> int:
@@ -285,6 +364,7 @@ def run(config: Config, *, once: bool = False) -> int:
         return 0
     db = Database(home, config.deadlines.lock)
     adapter = get_adapter(config, home)
+    memo: dict[str, _Seen] = {}
     log.info("monitor started (pid %d, adapter %s, interval %g s)", os.getpid(), adapter.name,
              config.monitor.interval)
     idle_since = None
@@ -292,7 +372,7 @@ def run(config: Config, *, once: bool = False) -> int:
         while True:
             started = time.monotonic()
             try:
-                active = refresh(config, db, adapter)
+                active = refresh(config, db, adapter, memo=memo)
             except Exception:
                 log.exception("monitor pass failed")
                 active = 1

@@ -1,7 +1,8 @@
 """Job requirements → local queue (DIRAC RFC #7 matching, plus ClassAd expressions).
 
 A pure module: it reads only what it is given (the parsed ``[resources]`` table,
-the job's requirements) and does no I/O.  The ``classad2`` module (from the
+the job's requirements) and does no I/O, except through the persistent
+:class:`QueueCache` a caller may pass (see the last section).  The ``classad2`` module (from the
 ``htcondor`` wheel; ``classad`` as a fallback) is imported lazily, and only when
 a ClassAd expression or record has to be parsed or evaluated.
 
@@ -151,6 +152,58 @@ of the tree's canonical JSON), so a persisted key goes stale when the
 configuration changes.  :class:`RequirementMatcher` keeps the eligible queues
 per ``(tree fingerprint, requirements key)`` in a dict; giving it a different
 tree drops the cache.
+
+A job's requirements, from its description
+==========================================
+
+:func:`requirements_of_description` reads the values of a job description's
+``requirements`` attribute (strings, or lists of strings for nested RSL
+sequences) and its GRAM ``queue`` attribute into :class:`StatedRequirements`:
+
+* ``"Name=value"`` -- one requirement, e.g. RSL
+  ``(requirements="WallTimeLimit=7200" "Tag=cvmfs")``.  The value may be
+  quoted (``Site="A B"``); an unquoted value with commas is a list, i.e. any of
+  its elements (``"Tag=cvmfs,gpu"``).  ``=`` followed by ``=``, ``?`` or ``!``
+  is a ClassAd operator, not a pair.
+* a nested sequence ``(Name v1 v2 ...)`` -- one requirement, e.g. RSL
+  ``(requirements=(Tag cvmfs gpu)(WallTimeLimit 7200))``; two or more values
+  are a list.
+* ``"[ ... ]"`` -- a ClassAd record (DIRAC's JDL ``Requirements = [ ... ]``).
+* anything else -- a ClassAd expression, e.g. ``"WallTimeLimit >= 7200"`` or
+  a JDL ``Requirements = other.WallTimeLimit >= 7200``; several are joined
+  with ``&&``.
+* GRAM ``(queue=long)`` -- the requirement ``Queue = "long"``.
+
+One name given twice is an :class:`InvalidRequirement` (write a list, or an
+expression).  Values stay strings, as RSL gives them: the matching rules above
+compare them with typed queue values.
+
+Choosing a job's queue, and the persistent cache
+================================================
+
+:func:`choose_queue` is what ``jim submit`` and ``jim plan`` call.  Without a
+``[resources]`` table the site describes no queues: a job without
+requirements goes to the batch system's default queue (``name`` is ``None``),
+a GRAM ``queue`` is passed through unchecked, and any other requirement is
+matched against :func:`default_tree` (so it fails, naming the parameter no
+queue has).  With ``[resources]``, the eligible queues are computed (or read
+from the cache) and one is selected as :func:`select_queue` does.
+
+jim runs once per submit, so an in-process cache would never be hit.
+:class:`QueueCache` keeps the eligible queues of each requirement set in one
+small JSON file (``$JIM_HOME/cache/requirements.json``), keyed by
+:attr:`StatedRequirements.key` combined with the tree's fingerprint: sha256
+of the requirement *as stated* (pairs normalised as :func:`cache_key` does --
+names lower-cased and sorted, lists sorted -- expressions and records as
+written), so that a hit needs neither the ClassAd parser nor its import (about
+40 ms).  A changed configuration changes the fingerprint, hence the key: stale
+entries are never used, and the oldest are dropped beyond ``max_entries``.  The
+file is replaced atomically (temporary file + ``os.replace``); a missing,
+unreadable or corrupt file is an empty cache, never an error, and a file that
+cannot be written is skipped.  Failures (no eligible queue) are not cached:
+their message is built from a fresh evaluation.  This section is the only
+place in the module that does I/O, and only through a :class:`QueueCache` the
+caller passes.
 """
 
 from __future__ import annotations
@@ -181,11 +234,16 @@ __all__ = [
     "RequirementsLike",
     "ResourceConfigError",
     "ResourceTree",
+    "QueueCache",
+    "QueueChoice",
+    "StatedRequirements",
     "cache_key",
+    "choose_queue",
     "default_tree",
     "eligible_queues",
     "parse_resources",
     "queue_matches",
+    "requirements_of_description",
     "select_queue",
     "tree_from_config",
 ]
@@ -1109,3 +1167,263 @@ class RequirementMatcher:
         if not eligible:
             raise _explain(normal, self._ads)
         return _choose(eligible, self._prefer if prefer is None else prefer)
+
+
+# ---------------------------------------------------------------- a job's requirements, from its description
+
+_PAIR_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?![=?!])(.*)\Z", re.S)
+_CACHE_VERSION = 1
+
+
+def _unquote(text: str) -> str | list[str]:
+    """The value of a ``Name=value`` pair: quotes removed, or a list when unquoted with commas."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    if "," in text:
+        items = [item.strip() for item in text.split(",")]
+        if any(not item for item in items):
+            raise InvalidRequirement(f"requirement value {text!r} has an empty list element")
+        return items
+    return text
+
+
+@dataclass(frozen=True)
+class StatedRequirements:
+    """A job's requirements as its description states them (see the module docstring).
+
+    ``params`` maps names (the job's spelling) to a string or a list of
+    strings; ``expressions`` and ``records`` are ClassAd texts as written.
+    :attr:`key` needs no ClassAd parsing; :meth:`resolve` does the parsing.
+    """
+
+    params: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
+    expressions: tuple[str, ...] = ()
+    records: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.params or self.expressions or self.records)
+
+    def get(self, name: str) -> str | tuple[str, ...] | None:
+        """The stated value of requirement ``name`` (any case), or None."""
+        for key, value in self.params.items():
+            if key.lower() == name.lower():
+                return value
+        return None
+
+    def without(self, name: str) -> StatedRequirements:
+        """The same requirements minus ``name`` (any case)."""
+        params = {k: v for k, v in self.params.items() if k.lower() != name.lower()}
+        return StatedRequirements(params, self.expressions, self.records)
+
+    def _mapping(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.params.items()}
+
+    @property
+    def key(self) -> str:
+        """sha256 of the requirements as stated (pairs normalised, texts as written); cheap."""
+        pairs = JobRequirements(_requirement_params(self._mapping())).canonical()["params"]
+        return _sha256({"v": _KEY_VERSION, "stated": 1, "params": pairs,
+                        "exprs": sorted(self.expressions), "records": sorted(self.records)})
+
+    def resolve(self) -> JobRequirements:
+        """The normalised :class:`JobRequirements` (parses expressions and records)."""
+        return JobRequirements.combine(self._mapping(), *self.records, *self.expressions)
+
+    def describe(self) -> str:
+        """One line for people: ``Queue=long, Tag in [cvmfs, gpu], WallTimeLimit >= 7200``."""
+        parts = []
+        for name in sorted(self.params, key=str.lower):
+            value = self.params[name]
+            parts.append(f"{name} in [{', '.join(value)}]" if isinstance(value, tuple) else f"{name}={value}")
+        parts += [" ".join(text.split()) for text in (*self.records, *self.expressions)]
+        return ", ".join(parts)
+
+
+def requirements_of_description(values: Sequence[Any] | None, queue: str | None = None) -> StatedRequirements:
+    """Read a description's ``requirements`` values and GRAM ``queue`` (see the module docstring).
+
+    Raises :class:`InvalidRequirement` for a malformed pair or a name given twice.
+    """
+    params: dict[str, str | tuple[str, ...]] = {}
+    seen: dict[str, str] = {}
+    expressions: list[str] = []
+    records: list[str] = []
+
+    def add(name: str, value: str | list[str]) -> None:
+        if not _NAME_RE.match(name):
+            raise InvalidRequirement(f"invalid requirement name {name!r} (letters, digits and '_', "
+                                     f"not starting with a digit)")
+        low = name.lower()
+        if low in seen:
+            raise InvalidRequirement(f"requirement {name} is given twice (for any of several values write "
+                                     f"{name}=a,b; for all of them a ClassAd expression)")
+        seen[low] = name
+        params[name] = tuple(value) if isinstance(value, list) else value
+
+    for item in values or ():
+        if isinstance(item, (list, tuple)):
+            if len(item) < 2 or not all(isinstance(x, str) for x in item):
+                raise InvalidRequirement(f"requirements: a nested sequence must be (NAME value ...), got {item!r}")
+            name, *vals = item
+            add(name.strip(), vals[0] if len(vals) == 1 else list(vals))
+            continue
+        if not isinstance(item, str):
+            raise InvalidRequirement(f"requirements: unexpected value {item!r}")
+        text = item.strip()
+        if not text:
+            continue
+        match = None if text.startswith("[") else _PAIR_RE.match(text)
+        if match:
+            add(match.group(1), _unquote(match.group(2)))
+        elif text.startswith("["):
+            records.append(text)
+        else:
+            expressions.append(text)
+    if queue is not None and queue.strip():
+        if "queue" in seen:
+            raise InvalidRequirement("the queue is given twice: by the queue attribute and in requirements")
+        add("Queue", queue.strip())
+    return StatedRequirements(params, tuple(expressions), tuple(records))
+
+
+# ---------------------------------------------------------------- choosing a job's queue
+
+
+class QueueCache:
+    """Eligible queues per requirement set, persisted in ``<directory>/requirements.json``.
+
+    ``write=False`` reads but never writes (``jim plan --dry-run``).  Every
+    I/O error is swallowed: a cache must never make a submit fail.
+    """
+
+    FILE = "requirements.json"
+
+    def __init__(self, directory: Any, *, write: bool = True, max_entries: int = 512):
+        from pathlib import Path
+
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.path = Path(directory) / self.FILE
+        self.write = write
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._entries: dict[str, dict[str, Any]] | None = None
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._entries is None:
+            self._entries = {}
+            try:
+                with open(self.path, encoding="utf-8") as f:
+                    data = json.load(f)
+                if isinstance(data, dict) and data.get("v") == _CACHE_VERSION and isinstance(data.get("entries"), dict):
+                    self._entries = {k: e for k, e in data["entries"].items()
+                                     if isinstance(k, str) and isinstance(e, dict)
+                                     and isinstance(e.get("queues"), list) and e["queues"]
+                                     and all(isinstance(q, str) for q in e["queues"])
+                                     and isinstance(e.get("at"), (int, float))}
+            except (OSError, ValueError, TypeError, AttributeError):
+                self._entries = {}
+        return self._entries
+
+    def get(self, key: str) -> tuple[str, ...] | None:
+        """The qualified names (``ce/queue``) of the eligible queues, or None."""
+        entry = self._load().get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return tuple(entry["queues"])
+
+    def put(self, key: str, queues: Sequence[str]) -> None:
+        """Remember ``queues`` (qualified names, non-empty) for ``key`` and save the file."""
+        import os
+        import time
+
+        entries = self._load()
+        entries[key] = {"queues": list(queues), "at": time.time()}
+        if len(entries) > self.max_entries:
+            for old in sorted(entries, key=lambda k: entries[k]["at"])[: len(entries) - self.max_entries]:
+                del entries[old]
+        if not self.write:
+            return
+        tmp = self.path.with_name(f".{self.FILE}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"v": _CACHE_VERSION, "entries": entries}, f, separators=(",", ":"))
+            os.replace(tmp, self.path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+@dataclass(frozen=True)
+class QueueChoice:
+    """Where a job goes, and why.
+
+    ``queue`` is the chosen queue of the site's tree (``None`` when the site
+    describes no queues); ``name`` is what the batch adapter gets (the queue's
+    name, a GRAM ``queue`` passed through, or ``None``: the batch system's
+    default); ``how`` is ``requirements``, ``site-preference`` (no
+    requirements: the preferred queue of the tree), ``gram-queue`` or
+    ``batch-default``; ``eligible`` counts the eligible queues.
+    """
+
+    queue: Queue | None
+    name: str | None
+    how: str
+    requirements: StatedRequirements
+    eligible: int = 1
+    cached: bool = False
+
+    @property
+    def ce(self) -> str | None:
+        return self.queue.ce if self.queue is not None else None
+
+
+def choose_queue(resources: Mapping[str, Any] | None, requirements: StatedRequirements, *,
+                 cache: QueueCache | None = None,
+                 prefer: str | Sequence[str] = DEFAULT_PREFER) -> QueueChoice:
+    """The queue of a job (see the module docstring).
+
+    Raises :class:`ResourceConfigError` for a bad ``[resources]`` table,
+    :class:`InvalidRequirement` for malformed requirements and
+    :class:`NoEligibleQueue` (naming the unmet requirement) when no queue fits.
+    """
+    if not resources:
+        gram_queue = requirements.get("Queue")
+        rest = requirements.without("Queue")
+        if rest:  # nothing describes the queues: fails by the missing-parameter rule, naming it
+            normal = rest.resolve()
+            ads = _TreeAds(default_tree())
+            if not _eligible(normal, ads):
+                raise _explain(normal, ads)
+        if isinstance(gram_queue, tuple):
+            raise InvalidRequirement("without [resources] in the site configuration, the queue must be one name")
+        return QueueChoice(None, gram_queue, "gram-queue" if gram_queue else "batch-default", requirements)
+    tree = parse_resources(resources)
+    key = _sha256({"v": _KEY_VERSION, "tree": tree.fingerprint, "reqs": requirements.key})
+    eligible: tuple[Queue, ...] | None = None
+    names = cache.get(key) if cache is not None else None
+    if names:
+        try:
+            eligible = tuple(tree.find(n) for n in names)
+        except KeyError:  # cannot happen with a matching fingerprint, unless the file was edited
+            eligible = None
+    cached = eligible is not None
+    if eligible is None:
+        normal = requirements.resolve()
+        ads = _TreeAds(tree)
+        eligible = _eligible(normal, ads)
+        if not eligible:
+            raise _explain(normal, ads)
+        if cache is not None:
+            cache.put(key, [q.qualified_name for q in eligible])
+    queue = _choose(eligible, prefer)
+    return QueueChoice(queue, queue.name, "requirements" if requirements else "site-preference",
+                       requirements, len(eligible), cached)

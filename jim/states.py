@@ -67,15 +67,16 @@ class LocalState(enum.Enum):
 
     @property
     def terminal(self) -> bool:
-        return self in _TERMINAL
+        return self._value_ in _TERMINAL_VALUES
 
     @property
     def failure(self) -> bool:
-        return self in _FAILURES
+        return self._value_ in _FAILURE_VALUES
 
 
-_TERMINAL = frozenset({LocalState.DONE, LocalState.FAILED, LocalState.CANCELLED, LocalState.LOST})
-_FAILURES = frozenset({LocalState.FAILED, LocalState.CANCELLED, LocalState.LOST})
+# value sets (str hashing is C-level; these run once per local job on hot paths)
+_TERMINAL_VALUES = frozenset({"DONE", "FAILED", "CANCELLED", "LOST"})
+_FAILURE_VALUES = frozenset({"FAILED", "CANCELLED", "LOST"})
 
 #: Rank used to order non-terminal states: an update to a lower rank is
 #: ignored except where listed in _BACKWARDS_OK (held/suspended jobs resume).
@@ -103,6 +104,10 @@ def may_transition(old: LocalState, new: LocalState) -> bool:
     Terminal states are final; otherwise states move forward, except the
     few documented ways back (release, resume, requeue).
     """
+    return _ALLOWED[old._value_, new._value_]
+
+
+def _may_transition(old: LocalState, new: LocalState) -> bool:
     if old is new:
         return False
     if old.terminal:
@@ -112,6 +117,9 @@ def may_transition(old: LocalState, new: LocalState) -> bool:
     if (old, new) in _BACKWARDS_OK:
         return True
     return _RANK[new] > _RANK[old]
+
+
+_ALLOWED = {(a.value, b.value): _may_transition(a, b) for a in LocalState for b in LocalState}
 
 
 class Evidence(str, enum.Enum):
@@ -146,9 +154,17 @@ def aggregate(states: Iterable[LocalState], *, previous: GramState | None = None
               outputs_gathered: bool = False, cancelled: bool = False,
               max_failed_fraction: float = 0.0) -> GramState:
     """The grid state for these local states; see the module docstring."""
+    return aggregate_counts(Counter(states), previous=previous, outputs_gathered=outputs_gathered,
+                            cancelled=cancelled, max_failed_fraction=max_failed_fraction)
+
+
+def aggregate_counts(counts: Mapping[LocalState, int], *, previous: GramState | None = None,
+                     outputs_gathered: bool = False, cancelled: bool = False,
+                     max_failed_fraction: float = 0.0) -> GramState:
+    """:func:`aggregate` from the number of local jobs in each state."""
     if previous is not None and previous.terminal:
         return previous
-    counts = Counter(states)
+    counts = Counter({s: n for s, n in counts.items() if n})
     total = sum(counts.values())
     if total == 0:
         result = GramState.FAILED if cancelled and outputs_gathered else GramState.UNSUBMITTED

@@ -1,61 +1,160 @@
-"""``jim status ID``: a grid job for a person at a terminal."""
+"""``jim status ID``: a grid job for a person at a terminal.
+
+:func:`render_status` turns what ``jim status --json`` prints
+(:func:`jim.monitor.status_json`) into text: the grid state, the plan, the
+count of local jobs per state, an overall progress bar from the phases the
+local jobs reported (and one per phase), then the local jobs that need a look
+first: failed and otherwise stuck ones, then the slowest.
+
+Order of the local jobs: by state group (FAILED, LOST, CANCELLED, HELD,
+SUSPENDED, RUNNING, QUEUED, SUBMITTING, PLANNED, DONE), and within a group
+the slowest first: for a running job the wall time it is heading for
+(elapsed / fraction done, unknown counts as slowest), for the others the
+wall time they took or have waited so far.
+
+Every string from the record is shown with control characters replaced, so a
+job name cannot drive the terminal.
+"""
 
 from __future__ import annotations
 
+import math
+import re
 import time
 
 from jim.db import parse_iso
 
 ORDER = {"FAILED": 0, "LOST": 1, "CANCELLED": 2, "HELD": 3, "SUSPENDED": 4, "RUNNING": 5, "QUEUED": 6,
          "SUBMITTING": 7, "PLANNED": 8, "DONE": 9}
+TERMINAL = ("DONE", "FAILED", "CANCELLED", "LOST")
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def bar(fraction: float, width: int = 30) -> str:
-    fraction = min(max(fraction, 0.0), 1.0)
-    full = int(round(fraction * width))
+def safe(value) -> str:
+    """Text for a terminal: control characters (C0, DEL, C1, line separators) become '?'."""
+    s = "" if value is None else str(value)
+    return _CONTROL.sub("?", s)
+
+
+def bar(fraction: float | None, width: int = 30) -> str:
+    """``[#####.....]  50.0%`` (an unknown fraction shows as an empty bar and ``  ?``)."""
+    if fraction is None or (isinstance(fraction, float) and math.isnan(fraction)):
+        return "[" + "." * width + "]     ?"
+    fraction = min(max(float(fraction), 0.0), 1.0)
+    full = int(fraction * width)  # never a full bar before it is 100 %
     return "[" + "#" * full + "." * (width - full) + f"] {fraction * 100:5.1f}%"
 
 
-def _elapsed(lj: dict, now: float) -> float:
+def duration(seconds: float | None) -> str:
+    """A short wall time: ``42s``, ``12m05s``, ``3h02m``, ``2d04h``."""
+    if seconds is None:
+        return "-"
+    s = int(max(seconds, 0))
+    if s < 100:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def elapsed(lj: dict, now: float) -> float | None:
+    """Wall time of a local job: from start (else submission) to its end (else now)."""
     start = parse_iso(lj.get("started")) or parse_iso(lj.get("submitted"))
+    if not start:
+        return None
     end = parse_iso(lj.get("ended")) or now
-    return (end - start) if start else 0.0
+    return max(end - start, 0.0)
+
+
+def job_fraction(lj: dict) -> float | None:
+    """Fraction of the work one local job reported done (over all its phases), or None."""
+    done = total = 0
+    for p in lj.get("progress") or ():
+        total += p["total"]
+        done += min(p["done"], p["total"])
+    return done / total if total else None
+
+
+def phase_totals(locals_: list[dict]) -> list[tuple[str, int, int, int]]:
+    """Per phase, in order of first appearance: (name, done, total, local jobs reporting it)."""
+    out: dict[str, list[int]] = {}
+    for lj in locals_:
+        for p in lj.get("progress") or ():
+            acc = out.setdefault(p["name"], [0, 0, 0])
+            acc[0] += min(p["done"], p["total"])
+            acc[1] += p["total"]
+            acc[2] += 1
+    return [(name, d, t, n) for name, (d, t, n) in out.items()]
+
+
+def sort_key(lj: dict, now: float):
+    """Failed and stuck first, then the slowest (see the module docstring)."""
+    e = elapsed(lj, now)
+    e0 = e or 0.0
+    if lj["state"] == "RUNNING":
+        f = job_fraction(lj)
+        heading_for = e0 / f if f else math.inf
+    else:
+        heading_for = e0
+    return (ORDER.get(lj["state"], 99), -heading_for, -e0, lj["index"])
 
 
 def render_status(data: dict, *, rows: int = 20, now: float | None = None) -> str:
     now = time.time() if now is None else now
     lines = []
     exit_part = f" (exit code {data['exitCode']})" if data.get("exitCode") is not None else ""
-    lines.append(f"grid job {data['id']}  {data['state']}{exit_part}")
-    lines.append(f"  type {data['jobtype']}, name {data.get('name') or '-'}, owner {data.get('owner')}, "
-                 f"batch system {data.get('adapter')}")
-    lines.append(f"  created {data['created']}, updated {data['updated']}")
-    plan = data.get("plan", {})
-    lines.append(f"  plan: {plan.get('localJobs')} local jobs, binding limit {plan.get('binding')}")
+    cancel = ", cancel requested" if data.get("cancelRequested") and data["state"] not in ("DONE", "FAILED") else ""
+    lines.append(f"grid job {safe(data['id'])}  {safe(data['state'])}{exit_part}{cancel}")
+    lines.append(f"  name       {safe(data.get('name')) or '-'}")
+    lines.append(f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, "
+                 f"batch system {safe(data.get('adapter'))}")
+    updated = parse_iso(data.get("updated"))
+    ago = f" ({duration(now - updated)} ago)" if updated else ""
+    lines.append(f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}")
+    plan = data.get("plan") or {}
+    lines.append(f"  plan: {safe(plan.get('localJobs'))} local jobs, binding limit {safe(plan.get('binding'))}")
     if plan.get("explanation"):
-        lines.append(f"        {plan['explanation']}")
-    counts = data.get("counts", {})
-    lines.append("  local jobs: " + ", ".join(f"{n} {s}" for s, n in
-                                               sorted(counts.items(), key=lambda kv: ORDER.get(kv[0], 99))))
+        lines.append(f"        {safe(plan['explanation'])}")
+
+    locals_ = data.get("localJobs") or []
+    counts = data.get("counts") or {}
+    n = sum(counts.values())
+    lines.append("  local jobs " + (", ".join(f"{c} {safe(s)}" for s, c in
+                                              sorted(counts.items(), key=lambda kv: ORDER.get(kv[0], 99)))
+                                   or "none") + (f"  ({n} in all)" if len(counts) > 1 else ""))
     prog = data.get("progress") or {}
+    phases = phase_totals(locals_)
     if prog.get("total"):
-        lines.append(f"  progress   {bar(prog['fraction'])}  ({prog['done']} of {prog['total']} units reported)")
-    else:
-        total = sum(counts.values()) or 1
-        finished = sum(n for s, n in counts.items() if s in ("DONE", "FAILED", "CANCELLED", "LOST"))
-        lines.append(f"  finished   {bar(finished / total)}")
+        fraction = prog.get("fraction")
+        if fraction is None:
+            fraction = prog["done"] / prog["total"]
+        reporting = sum(1 for lj in locals_ if lj.get("progress"))
+        lines.append(f"  progress   {bar(fraction)}  ({prog['done']} of {prog['total']} units reported"
+                     f" by {reporting} of {n} local jobs)")
+        if len(phases) > 1:
+            width = max(len(safe(p[0])) for p in phases)
+            for name, d, t, _ in phases:
+                lines.append(f"    {safe(name):<{width}} {bar(d / t if t else None, 20)}  {d} of {t}")
+    finished = sum(c for s, c in counts.items() if s in TERMINAL)
+    lines.append(f"  ended      {bar(finished / n if n else None)}  ({finished} of {n} local jobs)")
     if data.get("outputTar"):
-        lines.append(f"  output tar {data['outputTar']}")
-    locals_ = sorted(data.get("localJobs", []),
-                     key=lambda lj: (ORDER.get(lj["state"], 99), -_elapsed(lj, now), lj["index"]))
-    lines.append("")
-    lines.append(f"  {'#':>5} {'STATE':<10} {'EXIT':>4} {'TIME':>8}  {'BATCH ID':<22} {'EVIDENCE':<18} PROGRESS / REASON")
-    for lj in locals_[:rows]:
-        ph = "; ".join(f"{p['name']} {p['done']}/{p['total']}" for p in lj.get("progress", []))
-        info = ph or (lj.get("reason") or "")
+        lines.append(f"  output tar {safe(data['outputTar'])}")
+
+    ordered = sorted(locals_, key=lambda lj: sort_key(lj, now))
+    if ordered:
+        lines.append("")
+        lines.append(f"  {'#':>5} {'STATE':<10} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} "
+                     "PROGRESS / REASON")
+    for lj in ordered[:rows]:
+        ph = "; ".join(f"{safe(p['name'])} {p['done']}/{p['total']}" for p in lj.get("progress") or ())
+        reason = safe(lj.get("reason"))[:120]
+        info = " | ".join(x for x in (reason if lj["state"] != "DONE" else "", ph) if x)
         code = "" if lj.get("exitCode") is None else str(lj["exitCode"])
-        lines.append(f"  {lj['index']:>5} {lj['state']:<10} {code:>4} {_elapsed(lj, now):>7.0f}s  "
-                     f"{(lj.get('batchId') or '-'):<22} {(lj.get('evidence') or ''):<18} {info}")
-    if len(locals_) > rows:
-        lines.append(f"  ... {len(locals_) - rows} more local jobs (jim status {data['id']} --json for all)")
+        lines.append(f"  {lj['index']:>5} {safe(lj['state']):<10} {code:>4} {duration(elapsed(lj, now)):>7}  "
+                     f"{safe(lj.get('batchId') or '-'):<22} {safe(lj.get('evidence')):<18} {info}".rstrip())
+    if len(ordered) > rows:
+        lines.append(f"  ... {len(ordered) - rows} more local jobs (jim status {safe(data['id'])} --json for all)")
     return "\n".join(lines) + "\n"

@@ -64,7 +64,8 @@ def build_sandbox(config: Config, db: Database, job_id: str, adapter) -> None:
     builder.build(job_dir, manifest, area)
 
 
-def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction: float) -> None:
+def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction: float):
+    """Record batch ids (local jobs QUEUED); returns the record as written."""
     with db.update(job_id) as rec:
         for index, bid in ids.items():
             lj = rec.local(index)
@@ -73,6 +74,7 @@ def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction:
             lj.batch_id = bid
             lj.set_state(LocalState.QUEUED)
         rec.recompute(max_failed_fraction=max_failed_fraction)
+    return rec
 
 
 def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
@@ -84,8 +86,8 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
     home = db.home
     job_dir = home.job_dir(job_id)
     mff = config.site.max_failed_fraction
+    job = db.read(job_id)
     while True:
-        job = db.read(job_id)
         if job.cancel_requested:
             log.info("cancel requested: worker stops submitting")
             return
@@ -95,6 +97,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
         if adapter.degraded():
             log.warning("batch system degraded: waiting before submitting %d local jobs", len(waiting))
             time.sleep(config.monitor.interval)
+            job = db.read(job_id)
             continue
         unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING]
         if unsure:
@@ -102,10 +105,13 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
             if found:
                 log.info("reconciled %d local jobs found by tag: %s", len(found), sorted(found))
                 by_tag = {f"{job_id}.{lj.index}": lj.index for lj in waiting}
-                _record(db, job_id, {by_tag[t]: b for t, b in found.items()}, mff)
+                job = _record(db, job_id, {by_tag[t]: b for t, b in found.items()}, mff)
                 continue
         chunk_jobs = waiting[: adapter.max_chunk]
         with db.update(job_id) as rec:
+            if rec.cancel_requested:
+                job = rec
+                continue
             for lj in chunk_jobs:
                 rec.local(lj.index).set_state(LocalState.SUBMITTING)
         faults.point("worker-after-intent")
@@ -122,15 +128,17 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
                       e.details() if hasattr(e, "details") else e)
             if e.transient:
                 time.sleep(config.monitor.interval)
+                job = db.read(job_id)
                 continue  # still SUBMITTING: the next round reconciles by tag first
             with db.update(job_id) as rec:
                 for spec in chunk.jobs:
                     rec.local(spec.index).set_state(LocalState.FAILED, evidence=Evidence.BATCH,
                                                     reason=f"submission refused: {e.message}")
                 rec.recompute(max_failed_fraction=mff)
+            job = rec
             continue
         faults.point("worker-after-submit")
-        _record(db, job_id, ids, mff)
+        job = _record(db, job_id, ids, mff)
         log.info("submitted local jobs %s", ", ".join(f"{k}={b}" for k, b in sorted(ids.items())))
         faults.point("worker-after-record")
 

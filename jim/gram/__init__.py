@@ -42,10 +42,12 @@ directory must be writable by every mapped user. Two ways were weighed:
   start, and the gatekeeper log says why) rather than used. The cost is one
   extra exec per job manager start and one wrapper script to install.
 
-The Perl module finds the directory itself: a job manager started with
-``-seg-module`` exports ``JOB_MANAGER_SEG_SCHEDULER`` to its script
-processes, and the wrapper's ``JOB_MANAGER_SEG_LOG_PATH`` is inherited too;
-submit passes it to jim as ``JIM_SEG_DIR``. In poll mode neither is set.
+The Perl module finds the directory itself and passes it to ``jim submit``
+as ``JIM_SEG_DIR``. The job manager starts its Perl script processes with a
+fixed environment (HOME, LOGNAME, PATH, GLOBUS_LOCATION, GLOBUS_SPOOL_DIR:
+measured), so the module reads its parent's ``/proc/<pid>/cmdline`` for
+``-seg-module NAME`` (absent: poll mode) and ``/proc/<pid>/environ`` for the
+wrapper's ``JOB_MANAGER_SEG_LOG_PATH``.
 """
 
 from __future__ import annotations

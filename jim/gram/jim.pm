@@ -35,12 +35,12 @@
 #   jim_config=FILE    exported as JIM_CONFIG (optional)
 #   seg_dir=DIR        SEG root, read by the jobmanager-jim-seg wrapper
 #
-# Push (SEG) mode: globus-job-manager started with `-seg-module jim` sets
-# JOB_MANAGER_SEG_SCHEDULER=jim in its own environment, which these Perl
-# processes inherit, and jim's wrapper sets JOB_MANAGER_SEG_LOG_PATH to the
-# user's own event directory. At submit the module hands that directory to
-# jim as JIM_SEG_DIR; jim then appends the state changes there and the job
-# manager never calls poll.
+# Push (SEG) mode: the service jobmanager-jim-seg starts globus-job-manager
+# with `-seg-module jim` through jim's wrapper, which exports
+# JOB_MANAGER_SEG_LOG_PATH, the user's own event directory. At submit the
+# module finds both in /proc/<job manager>/ (see seg_dir) and hands the
+# directory to jim as JIM_SEG_DIR; jim appends the state changes there and
+# the job manager never calls poll.
 #
 use Globus::GRAM::Error;
 use Globus::GRAM::JobState;
@@ -55,9 +55,9 @@ use Time::HiRes ();
 
 use strict;
 
-# (the use lines above stay in package main, as in fork.pm: JobManager.pm
-# exports POSIX's functions, getenv() included, into whatever package loads
-# it, and those would shadow the base-class methods)
+# (the use lines stay in package main, as in fork.pm: used from inside this
+# package they imported POSIX's functions, getenv() included, into it, and
+# those shadowed the base-class methods)
 package Globus::GRAM::JobManager::jim;
 
 our @ISA = qw(Globus::GRAM::JobManager);
@@ -206,14 +206,44 @@ sub state_value
     return $STATE{uc($s)};
 }
 
-# The SEG directory jim must append to, or undef in poll mode.
+# The SEG directory jim must append to, or undef in poll mode. The job
+# manager starts these script processes with a fixed environment (HOME,
+# LOGNAME, PATH, GLOBUS_LOCATION, GLOBUS_SPOOL_DIR only), so the mode and the
+# directory are read from the job manager itself, our parent: its
+# "-seg-module NAME" argument and the JOB_MANAGER_SEG_LOG_PATH its wrapper
+# exported (both what its SEG module uses). Found once per process.
+my $seg_found;
+my $seg_path;
 sub seg_dir
 {
-    my $scheduler = $ENV{JOB_MANAGER_SEG_SCHEDULER};
-    return undef unless defined($scheduler) && $scheduler ne '';
-    return $ENV{JOB_MANAGER_SEG_LOG_PATH} if $ENV{JOB_MANAGER_SEG_LOG_PATH};
-    # the SEG module's default: ${localstatedir}/lib/globus/globus-seg-NAME
-    return "/var/lib/globus/globus-seg-$scheduler";
+    return $seg_path if $seg_found;
+    $seg_found = 1;
+    my $ppid = getppid();
+    my @argv = split(/\0/, slurp("/proc/$ppid/cmdline"));
+    my $module = $ENV{JOB_MANAGER_SEG_SCHEDULER};
+    for my $i (0 .. $#argv - 1)
+    {
+        $module = $argv[$i + 1] if $argv[$i] eq '-seg-module';
+    }
+    return $seg_path = undef unless defined($module) && $module ne '';
+    foreach (split(/\0/, slurp("/proc/$ppid/environ")))
+    {
+        $seg_path = $1 if m/^JOB_MANAGER_SEG_LOG_PATH=(.+)$/s;
+    }
+    $seg_path ||= $ENV{JOB_MANAGER_SEG_LOG_PATH};
+    # else the SEG module's default: ${localstatedir}/lib/globus/globus-seg-NAME
+    $seg_path ||= "/var/lib/globus/globus-seg-$module";
+    return $seg_path;
+}
+
+sub slurp
+{
+    local *IN;
+    local $/;
+    open(IN, '<', $_[0]) or return '';
+    my $text = <IN>;
+    close(IN);
+    return defined($text) ? $text : '';
 }
 
 # Local path of the job's stdout/stderr, or undef (none, /dev/null, URL).

@@ -1,0 +1,556 @@
+"""``jim serve``: a read-only web view of jim's database.
+
+A separate, long-running process (``jim serve [--host H] [--port N]``, default
+``127.0.0.1:8642``): the standard library's threading HTTP server, pages built
+with jinja2 templates (``jim/templates/``, autoescaped: every value from a
+record is HTML-escaped).  It only ever reads the database, without locks
+(records are replaced atomically, so a read sees a whole file); nothing in it
+can change a job.
+
+Routes (GET and HEAD only; any other method is answered 405)::
+
+    /                       grid jobs, newest first: ?state=ACTIVE&page=2&per_page=50
+    /jobs/<id>              one grid job (HTML); refreshes itself while the grid job is
+                            not DONE or FAILED; local jobs: ?state=FAILED&order=attention&page=..
+    /api/jobs               JSON list of grid jobs as ``jim list --json`` prints it (?state=,
+                            and ?page=&per_page= to page; X-Total-Count gives the total)
+    /api/jobs/<id>          JSON: what ``jim status --json`` prints
+    /db/<id>.xml            the raw record (a browser renders it through jim.xsl)
+    /db/jim.xsl             the stylesheet
+    /db/index.xml           the index, with the stylesheet instruction added
+    /static/jim.css         the pages' style sheet
+
+Job ids in a path must be jim job ids (``jim.paths.valid_job_id``): no path
+from a request is ever joined to a directory otherwise.  The index page reads
+only ``db/index.xml`` (cached while the file is unchanged), never every
+record.  HTML carries a strict Content-Security-Policy (no script at all) and
+every response ``X-Content-Type-Options: nosniff``.  Bound to a loopback
+address, the server also refuses requests whose Host header names another
+host (DNS rebinding).
+
+Tests and benchmarks start a :class:`JimServer` on port 0 in a thread
+(:func:`start`) and read the bound port from ``server.url``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import math
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from jim import __version__
+from jim.db import Database, parse_iso
+from jim.errors import JimError, JobNotFound
+from jim.monitor import status_json
+from jim.paths import Home, valid_job_id
+from jim.states import GramState
+from jim.status import ORDER as LOCAL_ORDER
+from jim.status import duration, elapsed, job_fraction, phase_totals, sort_key
+
+log = logging.getLogger("jim.web")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8642
+REFRESH_JOB_S = 5          # a job page refreshes itself this often while the grid job is active
+REFRESH_INDEX_S = 15       # the index, while a grid job on the page is active
+PER_PAGE = 50              # grid jobs per index page
+MAX_PER_PAGE = 1000
+LOCAL_PER_PAGE = 500       # local jobs per job page
+MAX_LOCAL_PER_PAGE = 10000
+GRID_STATES = [s.name for s in GramState]
+LOCAL_STATES = sorted(LOCAL_ORDER, key=LOCAL_ORDER.get)
+TERMINAL_GRID = ("DONE", "FAILED")
+
+_ID = r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6,12}"
+ROUTES = [
+    (re.compile(r"/"), "index"),
+    (re.compile(rf"/jobs/(?P<job_id>{_ID})"), "job"),
+    (re.compile(r"/api/jobs"), "api_list"),
+    (re.compile(rf"/api/jobs/(?P<job_id>{_ID})"), "api_job"),
+    (re.compile(rf"/db/(?P<job_id>{_ID})\.xml"), "db_record"),
+    (re.compile(r"/db/jim\.xsl"), "db_stylesheet"),
+    (re.compile(r"/db/index\.xml"), "db_index"),
+    (re.compile(r"/static/jim\.css"), "static_css"),
+]
+
+COMMON_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+# HTML from the templates: no script at all, style only from /static/jim.css
+CSP_HTML = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+            "base-uri 'none'; frame-ancestors 'none'")
+# a record or the index rendered by the browser through jim.xsl: the stylesheet is loaded
+# from this server (CSP governs XSLT through script-src), its output has an inline <style>
+CSP_XML = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+           "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+CSP_OTHER = "default-src 'none'; frame-ancestors 'none'"
+
+
+class HTTPError(Exception):
+    def __init__(self, status: HTTPStatus, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# ---------------------------------------------------------------------------
+# Reading the database (read-only helpers)
+# ---------------------------------------------------------------------------
+
+class IndexCache:
+    """``Database.list()`` (the index, newest first), re-read only when ``index.xml`` changed."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._jobs: list[dict[str, str]] = []
+        self._counts: dict[str, int] = {}
+
+    def _signature(self) -> tuple | None:
+        try:
+            st = self.db.home.index.stat()
+            return ("index", st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            try:  # no index: Database.list() rebuilds it from the records; redo when db/ changes
+                st = self.db.home.db.stat()
+                return ("records", st.st_ino, st.st_mtime_ns)
+            except FileNotFoundError:
+                return None
+
+    def get(self) -> tuple[list[dict[str, str]], dict[str, int]]:
+        key = self._signature()
+        with self._lock:
+            if key is not None and key == self._key:
+                return self._jobs, self._counts
+            jobs = self.db.list() if key is not None else []
+            counts: dict[str, int] = {}
+            for j in jobs:
+                counts[j.get("state", "")] = counts.get(j.get("state", ""), 0) + 1
+            self._key, self._jobs, self._counts = key, jobs, counts
+            return jobs, counts
+
+
+def _package_bytes(package: str, *parts: str) -> bytes:
+    return resources.files(package).joinpath(*parts).read_bytes()
+
+
+def _with_stylesheet(xml: bytes) -> bytes:
+    """An XML document with jim's ``xml-stylesheet`` instruction (for the index, which has none)."""
+    if b"<?xml-stylesheet" in xml[:500]:
+        return xml
+    pi = b'<?xml-stylesheet type="text/xsl" href="jim.xsl"?>\n'
+    if xml.startswith(b"<?xml "):
+        end = xml.index(b"?>") + 2
+        return xml[:end] + b"\n" + pi + xml[end:].lstrip(b"\r\n")
+    return pi + xml
+
+
+# ---------------------------------------------------------------------------
+# Templates
+# ---------------------------------------------------------------------------
+
+def _ts(value: str | None) -> str:
+    """``2026-11-22T07:17:52.529Z`` -> ``2026-11-22 07:17:52``."""
+    if not value:
+        return ""
+    return value.replace("T", " ")[:19]
+
+
+def _ago(value: str | None, now: float) -> str:
+    t = parse_iso(value) if value else None
+    return "" if t is None else duration(now - t) + " ago"
+
+
+def make_env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("jim", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["ts"] = _ts
+    env.filters["duration"] = duration
+    env.filters["pct"] = lambda f: "" if f is None else f"{100 * f:.1f}%"
+    env.globals["version"] = __version__
+    return env
+
+
+def _page_links(path: str, params: dict[str, Any], page: int, pages: int) -> dict[str, str | None]:
+    def url(p: int) -> str:
+        q = {k: v for k, v in params.items() if v not in (None, "")}
+        if p > 1:
+            q["page"] = p
+        return path + ("?" + urllib.parse.urlencode(q) if q else "")
+    return {"first": url(1) if page > 1 else None, "prev": url(page - 1) if page > 1 else None,
+            "next": url(page + 1) if page < pages else None, "last": url(pages) if page < pages else None,
+            "self": url(page)}
+
+
+def _url(path: str, **params: Any) -> str:
+    q = {k: v for k, v in params.items() if v not in (None, "")}
+    return path + ("?" + urllib.parse.urlencode(q) if q else "")
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
+
+class JimServer(ThreadingHTTPServer):
+    """The read-only view of one jim home; ``serve_forever()`` it, or :func:`start` it in a thread."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, home: Home, address: tuple[str, int] = (DEFAULT_HOST, 0), *, lock_timeout: float = 10.0):
+        self.home = home
+        self.db = Database(home, lock_timeout)
+        self.index_cache = IndexCache(self.db)
+        self.env = make_env()
+        self.stylesheet = _package_bytes("jim", "data", "jim.xsl")
+        self.css = _package_bytes("jim", "templates", "jim.css")
+        host = address[0]
+        if ":" in host:
+            import socket
+            self.address_family = socket.AF_INET6
+        self.loopback = _is_loopback(host)
+        self.thread: threading.Thread | None = None
+        super().__init__(address, Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{port}/"
+
+    def stop(self) -> None:
+        """Stop a server started with :func:`start` (or serving in another thread)."""
+        if self.thread is not None:
+            self.shutdown()
+            self.thread.join(10)
+        self.server_close()
+
+    def handle_error(self, request, client_address) -> None:  # noqa: D401 - stdlib hook
+        log.exception("error while serving %s", client_address[0] if client_address else "?")
+
+
+def _is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_is_loopback_name(host_header: str) -> bool:
+    """Host header of a request to a loopback server: localhost, 127.x.y.z or [::1], any port."""
+    h = host_header.strip().lower()
+    if h.startswith("["):
+        name = h[1:h.find("]")] if "]" in h else h
+    else:
+        name = h.rsplit(":", 1)[0] if h.count(":") == 1 else h
+    if name in ("localhost", "localhost.") or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def start(home: Home, host: str = DEFAULT_HOST, port: int = 0, **kw) -> JimServer:
+    """A :class:`JimServer` serving in a daemon thread (``server.url``; ``server.stop()``)."""
+    server = JimServer(home, (host, port), **kw)
+    server.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                     name="jim-web", daemon=True)
+    server.thread.start()
+    return server
+
+
+def serve(config, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
+    """``jim serve``: serve until SIGINT or SIGTERM; 0 on a clean stop, 1 if it cannot listen."""
+    home = Home(config.home)
+    try:
+        server = JimServer(home, (host, port), lock_timeout=config.deadlines.lock)
+    except OSError as e:
+        print(f"jim: error: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        log.error("jim serve: cannot listen on %s:%s: %s", host, port, e)
+        return 1
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    # jim's human commands die quietly on SIGPIPE (for `| head`); a server must not: a browser
+    # that drops a connection mid-answer is an EPIPE for that request only
+    previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    if not server.loopback:
+        msg = (f"jim serve listens on {host}, not on a loopback address: anyone who can reach it "
+               f"reads every grid job of {home.root} (there is no authentication)")
+        log.warning(msg)
+        print(f"jim: warning: {msg}", file=sys.stderr)
+    log.info("jim serve: %s (database %s)", server.url, home.db)
+    print(f"jim serve: {server.url}  (read-only view of {home.db}; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        for s, h in previous.items():
+            signal.signal(s, h)
+        log.info("jim serve: stopped")
+    return 0
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: JimServer
+    server_version = f"jim/{__version__}"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+    timeout = 30  # s a connection may sit idle or half-sent before its thread gives up
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError) as e:
+            log.debug("%s went away: %s", self.client_address[0], e)
+
+    # -- methods -------------------------------------------------------------
+    def do_GET(self) -> None:
+        self._respond(head=False)
+
+    def do_HEAD(self) -> None:
+        self._respond(head=True)
+
+    def __getattr__(self, name: str):
+        # every other method (POST, PUT, DELETE, PATCH, OPTIONS, TRACE, anything): 405
+        if name.startswith("do_"):
+            return self._not_allowed
+        raise AttributeError(name)
+
+    def _not_allowed(self) -> None:
+        # a small request body is read and dropped (so the answer is not lost to a reset);
+        # otherwise the connection is closed: a body is never read as the next request
+        length = self.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) <= 65536 and "Transfer-Encoding" not in self.headers:
+            self.rfile.read(int(length))
+        elif length or "Transfer-Encoding" in self.headers:
+            self.close_connection = True
+        self._send_error(HTTPStatus.METHOD_NOT_ALLOWED, "jim serve is read-only: only GET and HEAD",
+                         head=False, extra={"Allow": "GET, HEAD"})
+
+    # -- logging: to jim's logger, never stdout/stderr ------------------------
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
+        log.info("%s %s", self.address_string(), format % args)
+
+    def log_error(self, format: str, *args) -> None:  # noqa: A002
+        log.warning("%s %s", self.address_string(), format % args)
+
+    # -- dispatch ---------------------------------------------------------------
+    def _respond(self, head: bool) -> None:
+        try:
+            if self.server.loopback and not _host_is_loopback_name(self.headers.get("Host", "localhost")):
+                raise HTTPError(HTTPStatus.BAD_REQUEST, "unexpected Host header for a server on a loopback address")
+            parts = urllib.parse.urlsplit(self.path)
+            for pattern, name in ROUTES:
+                m = pattern.fullmatch(parts.path)
+                if m:
+                    break
+            else:
+                raise HTTPError(HTTPStatus.NOT_FOUND, "no such page")
+            job_id = m.groupdict().get("job_id")
+            if job_id is not None and not valid_job_id(job_id):  # belt and braces: the route already did
+                raise HTTPError(HTTPStatus.NOT_FOUND, "not a jim job id")
+            query = self._query(parts.query)
+            status, headers, body = getattr(self, "route_" + name)(query, **m.groupdict())
+        except HTTPError as e:
+            self._send_error(e.status, e.message, head=head)
+            return
+        except JobNotFound:
+            self._send_error(HTTPStatus.NOT_FOUND, "no such grid job", head=head)
+            return
+        except JimError as e:
+            log.error("%s: %s", self.path, e.message)
+            self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, e.message, head=head)
+            return
+        except Exception:
+            log.exception("error while answering %s", self.path)
+            self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see jim's log)", head=head)
+            return
+        self._send(status, headers, body, head=head)
+
+    @staticmethod
+    def _query(qs: str) -> dict[str, str]:
+        try:
+            pairs = urllib.parse.parse_qsl(qs, keep_blank_values=True, strict_parsing=False, max_num_fields=20)
+        except ValueError:
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "too many query parameters") from None
+        return {k: v for k, v in pairs}
+
+    def _send(self, status: HTTPStatus, headers: dict[str, str], body: bytes, *, head: bool) -> None:
+        self.send_response(status)
+        for k, v in {**COMMON_HEADERS, **headers}.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _send_error(self, status: HTTPStatus, message: str, *, head: bool,
+                    extra: dict[str, str] | None = None) -> None:
+        try:
+            body = self.server.env.get_template("error.html").render(
+                status=int(status), phrase=status.phrase, message=message, refresh=None).encode()
+        except Exception:  # never fail to report a failure
+            log.exception("cannot render the error page")
+            body = f"{int(status)} {status.phrase}\n".encode()
+        headers = {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP_HTML,
+                   **(extra or {})}
+        self._send(status, headers, body, head=head)
+
+    # -- pages -----------------------------------------------------------------
+    def _html(self, template: str, **context) -> tuple[HTTPStatus, dict[str, str], bytes]:
+        body = self.server.env.get_template(template).render(**context).encode()
+        return HTTPStatus.OK, {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP_HTML}, body
+
+    @staticmethod
+    def _json(obj) -> tuple[HTTPStatus, dict[str, str], bytes]:
+        return (HTTPStatus.OK, {"Content-Type": "application/json; charset=utf-8",
+                                "Content-Security-Policy": CSP_OTHER},
+                (json.dumps(obj, indent=2) + "\n").encode())
+
+    @staticmethod
+    def _int(query: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
+        raw = query.get(name, "")
+        if raw == "":
+            return default
+        if not raw.isdigit() or len(raw) > 10 or not lo <= int(raw) <= hi:
+            raise HTTPError(HTTPStatus.BAD_REQUEST, f"{name} must be a whole number from {lo} to {hi}")
+        return int(raw)
+
+    def _grid_jobs(self, query: dict[str, str]) -> tuple[list[dict], dict[str, int], str]:
+        state = query.get("state", "").upper()
+        if state and state not in GRID_STATES:
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "state must be one of " + ", ".join(GRID_STATES))
+        jobs, counts = self.server.index_cache.get()
+        if state:
+            jobs = [j for j in jobs if j.get("state") == state]
+        return jobs, counts, state
+
+    def route_index(self, query: dict[str, str]):
+        jobs, counts, state = self._grid_jobs(query)
+        per_page = self._int(query, "per_page", PER_PAGE, 1, MAX_PER_PAGE)
+        pages = max(1, math.ceil(len(jobs) / per_page))
+        page = self._int(query, "page", 1, 1, 10**9)
+        if page > pages:
+            raise HTTPError(HTTPStatus.NOT_FOUND, f"no page {page}: there {'is 1 page' if pages == 1 else f'are {pages} pages'}")
+        rows = jobs[(page - 1) * per_page: page * per_page]
+        params = {"state": state, "per_page": per_page if per_page != PER_PAGE else None}
+        active = any(j.get("state") not in TERMINAL_GRID for j in rows)
+        filters = [{"state": "", "label": "all", "count": sum(counts.values()), "url": _url("/", per_page=params["per_page"])}]
+        filters += [{"state": s, "label": s, "count": counts.get(s, 0),
+                     "url": _url("/", state=s, per_page=params["per_page"])}
+                    for s in GRID_STATES if counts.get(s)]
+        return self._html("index.html", jobs=rows, total=len(jobs), all_total=sum(counts.values()),
+                          state=state, page=page, pages=pages, per_page=per_page,
+                          first_row=(page - 1) * per_page + 1 if rows else 0,
+                          links=_page_links("/", params, page, pages), filters=filters,
+                          refresh=REFRESH_INDEX_S if active else None, home=str(self.server.home.root))
+
+    def route_job(self, query: dict[str, str], job_id: str):
+        job = self.server.db.read(job_id)
+        data = status_json(job)
+        now = time.time()
+        lstate = query.get("state", "").upper()
+        if lstate and lstate not in LOCAL_STATES:
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "state must be one of " + ", ".join(LOCAL_STATES))
+        order = query.get("order", "index")
+        if order not in ("index", "attention"):
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "order must be index or attention")
+        locals_ = data["localJobs"]
+        for lj in locals_:
+            lj["_elapsed"] = elapsed(lj, now)
+            lj["_fraction"] = job_fraction(lj)
+        shown = [lj for lj in locals_ if not lstate or lj["state"] == lstate]
+        if order == "attention":
+            shown.sort(key=lambda lj: sort_key(lj, now))
+        per_page = self._int(query, "per_page", LOCAL_PER_PAGE, 1, MAX_LOCAL_PER_PAGE)
+        pages = max(1, math.ceil(len(shown) / per_page))
+        page = self._int(query, "page", 1, 1, 10**9)
+        if page > pages:
+            raise HTTPError(HTTPStatus.NOT_FOUND, f"no page {page} of local jobs: there {'is 1 page' if pages == 1 else f'are {pages} pages'}")
+        rows = shown[(page - 1) * per_page: page * per_page]
+        params = {"state": lstate, "order": order if order != "index" else None,
+                  "per_page": per_page if per_page != LOCAL_PER_PAGE else None}
+        base = f"/jobs/{job_id}"
+        counts = data["counts"]
+        filters = [{"state": "", "label": "all", "count": len(locals_), "url": _url(base, order=params["order"])}]
+        filters += [{"state": s, "label": s, "count": counts[s], "url": _url(base, state=s, order=params["order"])}
+                    for s in LOCAL_STATES if counts.get(s)]
+        orders = [{"order": "index", "label": "by index", "url": _url(base, state=lstate)},
+                  {"order": "attention", "label": "failed and slowest first",
+                   "url": _url(base, state=lstate, order="attention")}]
+        n = len(locals_)
+        ended = sum(counts.get(s, 0) for s in ("DONE", "FAILED", "CANCELLED", "LOST"))
+        history = [{"state": g.get("state"), "at": g.get("at")} for g in job.root.findall("history/grid")]
+        active = data["state"] not in TERMINAL_GRID
+        return self._html(
+            "job.html", job=data, rows=rows, shown=len(shown), lstate=lstate, order=order, orders=orders,
+            page=page, pages=pages, links=_page_links(base, params, page, pages), filters=filters,
+            phases=phase_totals(locals_), ended=ended, n=n,
+            description=job.description(), source=job.root.findtext("description/source") or "",
+            source_format=job.root.find("description").get("format"), history=history,
+            updated_ago=_ago(data.get("updated"), now),
+            refresh=REFRESH_JOB_S if active else None)
+
+    def route_api_list(self, query: dict[str, str]):
+        jobs, _, _ = self._grid_jobs(query)
+        total = len(jobs)
+        if "page" in query or "per_page" in query:
+            per_page = self._int(query, "per_page", PER_PAGE, 1, MAX_PER_PAGE)
+            page = self._int(query, "page", 1, 1, 10**9)
+            jobs = jobs[(page - 1) * per_page: page * per_page]
+        status, headers, body = self._json(jobs)
+        headers["X-Total-Count"] = str(total)
+        return status, headers, body
+
+    def route_api_job(self, query: dict[str, str], job_id: str):
+        return self._json(status_json(self.server.db.read(job_id)))
+
+    def route_db_record(self, query: dict[str, str], job_id: str):
+        try:
+            data = self.server.home.record(job_id).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            raise JobNotFound(job_id) from None
+        return HTTPStatus.OK, {"Content-Type": "application/xml; charset=utf-8", "Content-Security-Policy": CSP_XML}, data
+
+    def route_db_stylesheet(self, query: dict[str, str]):
+        return HTTPStatus.OK, {"Content-Type": "text/xsl; charset=utf-8", "Content-Security-Policy": CSP_OTHER}, \
+            self.server.stylesheet
+
+    def route_db_index(self, query: dict[str, str]):
+        try:
+            data = self.server.home.index.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            data = b'<?xml version=\'1.0\' encoding=\'UTF-8\'?>\n<index schemaVersion="1"/>\n'
+        return HTTPStatus.OK, {"Content-Type": "application/xml; charset=utf-8", "Content-Security-Policy": CSP_XML}, \
+            _with_stylesheet(data)
+
+    def route_static_css(self, query: dict[str, str]):
+        return HTTPStatus.OK, {"Content-Type": "text/css; charset=utf-8", "Content-Security-Policy": CSP_OTHER,
+                               "Cache-Control": "max-age=300"}, self.server.css

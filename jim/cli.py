@@ -100,8 +100,9 @@ def _fast_poll(args: list[str]) -> int:
                 home = Home(load().home)
             summary = _read_summary(home, job_id)
             out.emit("JOB_STATE", summary["JOB_STATE"])
-            if "EXIT_CODE" in summary:
-                out.emit("EXIT_CODE", summary["EXIT_CODE"])
+            for key in ("EXIT_CODE", "MESSAGE"):
+                if key in summary:
+                    out.emit(key, summary[key])
             if summary["JOB_STATE"] not in ("DONE", "FAILED"):
                 _ensure_background(home, job_id, summary)
         except JimError as e:
@@ -316,8 +317,9 @@ def cmd_poll(config, args, out) -> int:  # with -v/-q; normally the fast path an
     home = Home(config.home)
     summary = _read_summary(home, args.job_id)
     out.emit("JOB_STATE", summary["JOB_STATE"])
-    if "EXIT_CODE" in summary:
-        out.emit("EXIT_CODE", summary["EXIT_CODE"])
+    for key in ("EXIT_CODE", "MESSAGE"):
+        if key in summary:
+            out.emit(key, summary[key])
     if summary["JOB_STATE"] not in ("DONE", "FAILED"):
         _ensure_background(home, args.job_id, summary)
     return 0

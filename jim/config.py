@@ -97,20 +97,12 @@ class Deadlines:
 
 
 @dataclass(frozen=True)
-class GramConfig:
-    """GRAM glue: where push-mode (SEG) events go when the module does not say."""
-
-    seg_dir: str = ""
-
-
-@dataclass(frozen=True)
 class Config:
     home: Path
     site: SiteLimits = SiteLimits()
     batch: BatchConfig = BatchConfig()
     monitor: MonitorConfig = MonitorConfig()
     deadlines: Deadlines = Deadlines()
-    gram: GramConfig = GramConfig()
     handlers: dict[str, dict[str, Any]] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     source: str = "built-in defaults"
@@ -154,7 +146,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] |
     """A Config from an already-parsed TOML document."""
     env = os.environ if env is None else env
     data = dict(data)
-    allowed = {"jim", "site", "batch", "monitor", "deadlines", "gram", "handlers", "resources"}
+    allowed = {"jim", "site", "batch", "monitor", "deadlines", "handlers", "resources"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
@@ -188,7 +180,6 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] |
         batch=BatchConfig(adapter=adapter, options=batch_table),
         monitor=_section(MonitorConfig, data.get("monitor", {}), "[monitor]"),
         deadlines=_section(Deadlines, data.get("deadlines", {}), "[deadlines]"),
-        gram=_section(GramConfig, data.get("gram", {}), "[gram]"),
         handlers={k: dict(v) for k, v in handlers.items()},
         resources=dict(data.get("resources", {})),
         source=source,

@@ -460,6 +460,8 @@ class Database:
             lines.append(f"EXIT_CODE={job.exit_code}")
         counts = job.counts()
         unsubmitted = counts.get("PLANNED", 0) + counts.get("SUBMITTING", 0)
+        if job.state is GramState.FAILED:
+            lines.append(f"MESSAGE={_failure_reason(job)}")
         lines.append(f"#UNSUBMITTED={unsubmitted}")
         lines.append(f"#CANCEL={'1' if job.cancel_requested else '0'}")
         atomic_write(self.home.summary(job.id), ("\n".join(lines) + "\n").encode())
@@ -563,6 +565,21 @@ class Database:
             if first not in ("JOB_STATE=DONE", "JOB_STATE=FAILED"):
                 out.append(path.stem)
         return sorted(out)
+
+
+def _failure_reason(job: GridJob) -> str:
+    """One line saying why a grid job failed (shown by the gatekeeper's client as the details)."""
+    if job.cancel_requested:
+        return job.get("cancelReason") or "cancelled"
+    jobs = job.local_jobs()
+    failed = [lj for lj in jobs if lj.state.failure]
+    if not failed:
+        return "failed"
+    first = failed[0]
+    what = f"exit code {first.exit_code}" if first.exit_code is not None else first.state.value.lower()
+    why = f": {first.get('reason')}" if first.get("reason") else ""
+    more = f" ({len(failed)} of {len(jobs)} local jobs failed)" if len(failed) > 1 else ""
+    return " ".join(f"local job {first.index} ended {first.state.value} with {what}{why}{more}".split())[:300]
 
 
 def read_summary(home: Home, job_id: str) -> dict[str, str]:

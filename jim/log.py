@@ -43,6 +43,16 @@ class _JobFileHandler(logging.Handler):
 _configured = False
 
 
+def reopen(home: Path) -> None:
+    """Drop every handler and set up again (a forked child that closed its inherited files)."""
+    global _configured
+    logger = logging.getLogger("jim")
+    for h in list(logger.handlers):
+        logger.removeHandler(h)
+    _configured = False
+    setup(home)
+
+
 def setup(home: Path, *, verbose: bool = False, quiet: bool = False) -> None:
     global _configured
     logger = logging.getLogger("jim")

@@ -140,7 +140,7 @@ def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None =
     os.mkdir(job_dir, 0o700)
     try:
         atomic_write(job_dir / PLAN_FILE, json.dumps(plan_to_json(plan, commands)).encode())
-        meta = {"segDir": env.get("JIM_SEG_DIR") or config.gram.seg_dir,
+        meta = {"segDir": env.get("JIM_SEG_DIR", ""),
                 "gramUniqid": desc.get("uniqid") or "",
                 "gramJobDir": desc.get("jobdir") or ""}
         record = new_record(
@@ -159,7 +159,7 @@ def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None =
     log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
     faults.point("submit-after-record")
     if start_background:
-        start_worker(home, job_id)
+        fork_worker(config, home, job_id)
         start_monitor(home)
     return job_id
 
@@ -183,6 +183,41 @@ def start_worker(home: Home, job_id: str) -> bool:
         return False
     _spawn(home, "_worker", job_id)
     return True
+
+
+def fork_worker(config: Config, home: Home, job_id: str) -> None:
+    """Run the worker of a new grid job in a detached child of this very process.
+
+    Everything the worker needs is already imported and configured here, so
+    forking saves a second interpreter start (a few hundred ms before the
+    first batch command).  The child closes every inherited file descriptor:
+    above all the protocol pipe, whose reader (the GRAM module) waits for EOF.
+    """
+    import gc
+
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return
+    try:  # first child: new session, fork again so that init adopts the worker
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(home.logdir / "background.err", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        os.closerange(3, 65536)
+        os.chdir(home.root)
+        from jim import log as jlog
+        jlog.reopen(home.root)
+        gc.enable()
+        from jim import worker
+        code = worker.run(config, job_id)
+    except BaseException:
+        code = 1
+    os._exit(code)
 
 
 def start_monitor(home: Home) -> bool:

@@ -203,3 +203,18 @@ def test_interrupted_submit_gives_exactly_one_array(sjim, slurm):
     assert len(arrays) == 1 and len(tasks) == 30, tasks
     log = (Path(sjim.home) / "jobs" / job / "jim.log").read_text()
     assert "reconciled 30 local jobs found by tag" in log
+
+
+def test_held_jobs_are_suspended_then_cancelled_with_a_reason(sjim, slurm):
+    sjim.config.write_text(sjim.config.read_text().replace('command_timeout = 20',
+                                                           'command_timeout = 20\nsbatch_options = ["--hold"]')
+                           .replace("[monitor]\n", "[monitor]\nheld_timeout = 4.0\n"))
+    job = sjim.submit('&(executable=/bin/true)(count=3)')
+    out = sjim.wait(job, states=("SUSPENDED",), timeout=60)
+    assert out["JOB_STATE"] == "SUSPENDED"
+    assert {lj["state"] for lj in sjim.status(job)["localJobs"]} == {"HELD"}
+    out = sjim.wait(job, timeout=60)
+    assert out["JOB_STATE"] == "FAILED"
+    st = sjim.status(job)
+    assert all(lj["state"] == "CANCELLED" and "held for more than 4 s" in lj["reason"] for lj in st["localJobs"])
+    assert not [r for r in squeue_rows(slurm) if r[2].startswith(f"jim.{job}.")]

@@ -179,8 +179,8 @@ if [ -z "${JIM_COMMAND:-}" ]; then
     if [ "$(cat "$VENV/.jim-source-hash" 2>/dev/null)" != "$src_hash" ]; then
         step "installing jim from $REPO into $VENV"
         ti=$(date +%s.%N)
-        { "$VENV/bin/pip" install -q --disable-pip-version-check "$REPO" &&
-          "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$REPO"; } \
+        # (pip always reinstalls a project given as a directory; deps only when missing)
+        "$VENV/bin/pip" install -q --disable-pip-version-check "$REPO" \
             > "$STATE/log/pip.log" 2>&1 || { tail -30 "$STATE/log/pip.log" >&2; exit 1; }
         echo "$src_hash" > "$VENV/.jim-source-hash"
         chmod -R a+rX "$VENV"

@@ -6,6 +6,8 @@ In CI a missing cluster fails these tests; elsewhere they are skipped.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -36,13 +38,31 @@ def _slurm_env() -> dict[str, str] | None:
     return env if ok.returncode == 0 else None
 
 
+@contextlib.contextmanager
+def cluster_lock(timeout: float = 1800.0):
+    """Serialize test runs that use the shared test cluster (one of them stops its controller)."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / "tests.lock", "a") as f:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("another test run holds the Slurm test cluster for too long")
+                time.sleep(1)
+        yield
+
+
 @pytest.fixture(scope="module")
 def slurm():
     env = _slurm_env()
     require_service(env is not None, "the test Slurm cluster (tests/services/slurm/start.sh)")
     if os.geteuid() != 0:
         pytest.skip("the test cluster's control commands need root")
-    return env
+    with cluster_lock():
+        yield env
 
 
 @pytest.fixture

@@ -1,0 +1,18 @@
+"""The adapter conformance suite on the fork backend."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from adapter_conformance import AdapterConformance
+
+
+class TestForkConformance(AdapterConformance):
+    __test__ = True
+    adapter = "fork"
+    query_command = None  # a local process table cannot be unreachable
+    turnaround = 20.0
+
+    def kill_outside_jim(self, batch_id, env):
+        os.killpg(int(batch_id.split(":")[0]), signal.SIGKILL)

@@ -82,9 +82,8 @@ def test_generic_count_and_limits():
     assert h.getNumSubmissionTimes(parse_rsl("&(executable=/bin/true)(count=7)(jobtype=single)")).n == 1
     with pytest.raises(InvalidCount):
         h.getNumSubmissionTimes(parse_rsl("&(executable=/bin/true)(count=101)"))
-    plan = h.getNumSubmissionTimes(parse_rsl("&(executable=bin/run)(directory=/opt/x)(arguments=a b)"))
-    assert h.getCommandAndArguments(None, plan, plan.slices[0]) if False else True
     desc = parse_rsl("&(executable=bin/run)(directory=/opt/x)(arguments=a b)")
+    plan = h.getNumSubmissionTimes(desc)
     assert h.getCommandAndArguments(desc, plan, plan.slices[0]) == ["/opt/x/bin/run", "a", "b"]
 
 

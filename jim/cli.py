@@ -13,7 +13,7 @@ plug-in or library prints lands there, never in the protocol.  Exit status:
 0 success, 1 failure (the protocol lines say which), 2 usage error.
 
 Human commands: ``status``, ``list``, ``plan``, ``handlers``, ``doctor``,
-``serve``, ``gram-install``.
+``serve``, ``advertise``, ``gram-install``.
 
 ``poll`` runs every 10 s per grid job at a real site, so it takes a short
 path: no argparse, no lxml, no config parsing when ``$JIM_HOME`` is set; it
@@ -40,7 +40,8 @@ commands for people:
   plan --dry-run (--rsl|--description|--jdl) [--json]   the plan, without recording anything
   handlers                  installed job types
   doctor                    check the configuration and the batch system
-  serve [--port N]          read-only web view
+  serve [--host H] [--port N]   read-only web view (loopback:8642 by default)
+  advertise [--collector HOST] [--json]   the site's ClassAd: printed, or sent to a collector
   gram-install [...]        install the GRAM5 job manager glue (as root)
 
 environment: JIM_HOME (data, default ~/.jim), JIM_CONFIG (TOML config, default /etc/jim/jim.toml)
@@ -194,6 +195,10 @@ def _parser():
     add_desc(sp)
     sub.add_parser("handlers", help="installed job types")
     sub.add_parser("doctor", help="check configuration, home and batch system")
+    sp = sub.add_parser("advertise", help="the site's ClassAd: print it, or send it to an HTCondor collector")
+    sp.add_argument("--collector", metavar="HOST[:PORT]", help="send the ad there (default: [advertise] collector)")
+    sp.add_argument("--name", help="the ad's Name (default: [advertise] name, else the site's name)")
+    sp.add_argument("--json", action="store_true", help="print the ad as ClassAd JSON")
     sp = sub.add_parser("serve", help="read-only web view of the database")
     sp.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1: this machine only; there is no authentication)")
@@ -457,6 +462,11 @@ def cmd_doctor(config, args, out) -> int:
     return 0 if ok else 1
 
 
+def cmd_advertise(config, args, out) -> int:
+    from jim.advertise import run
+    return run(config, collector=args.collector, as_json=args.json, name=args.name)
+
+
 def cmd_serve(config, args, out) -> int:
     from jim.web import serve
     return serve(config, host=args.host, port=args.port)
@@ -475,6 +485,7 @@ def cmd_monitor(config, args, out) -> int:
 COMMANDS = {
     "submit": cmd_submit, "poll": cmd_poll, "cancel": cmd_cancel, "status": cmd_status, "list": cmd_list,
     "plan": cmd_plan, "handlers": cmd_handlers, "doctor": cmd_doctor, "serve": cmd_serve,
+    "advertise": cmd_advertise,
     "_worker": cmd_worker, "_monitor": cmd_monitor,
 }
 

@@ -472,8 +472,7 @@ class Database:
         self.home.ensure()
         self._install_stylesheet()
         if not self.home.index.exists() and not any(self.home.db.glob("*.xml")):
-            atomic_write(self.home.index, etree.tostring(etree.Element("index", schemaVersion=SCHEMA_VERSION),
-                                                         xml_declaration=True, encoding="UTF-8"))
+            self._write_index(etree.Element("index", schemaVersion=SCHEMA_VERSION))
         with locked(self.home.db_lock(job.id), self.lock_timeout):
             if self.exists(job.id):
                 raise DatabaseError(f"grid job {job.id} already exists")
@@ -506,8 +505,7 @@ class Database:
             root = self._read_index()
             for el in root.findall(f"job[@id='{job_id}']"):
                 root.remove(el)
-            atomic_write(self.home.index, etree.tostring(root, xml_declaration=True, encoding="UTF-8",
-                                                         pretty_print=True))
+            self._write_index(root)
 
     # -- index -------------------------------------------------------------
     def _read_index(self) -> etree._Element:
@@ -535,6 +533,13 @@ class Database:
                              name=job.get("name", ""), created=job.get("created"), updated=job.get("updated"),
                              localJobs=str(len(job.root.find("localjobs"))), owner=job.get("owner", ""))
 
+    def _write_index(self, root: etree._Element) -> None:
+        """The index, with the stylesheet instruction so that a browser renders it too."""
+        doc = etree.ElementTree(root)
+        if root.getprevious() is None:
+            root.addprevious(etree.ProcessingInstruction("xml-stylesheet", f'type="text/xsl" href="{STYLESHEET}"'))
+        atomic_write(self.home.index, etree.tostring(doc, xml_declaration=True, encoding="UTF-8"))
+
     def _index_update(self, job: GridJob) -> None:
         with locked(self.home.index_lock, self.lock_timeout):
             root = self._read_index()
@@ -544,8 +549,7 @@ class Database:
                 root.replace(existing, entry)
             else:
                 root.append(entry)
-            atomic_write(self.home.index, etree.tostring(root, xml_declaration=True, encoding="UTF-8",
-                                                         pretty_print=True))
+            self._write_index(root)
 
     def list(self) -> list[dict[str, str]]:
         """Every grid job of the index, newest first."""

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from jim.errors import JobNotFound
 
-_JOB_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6,12}$")
+_JOB_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6,12}")
 
 
 def valid_job_id(job_id: str) -> bool:
-    return bool(_JOB_ID.match(job_id))
+    return isinstance(job_id, str) and _JOB_ID.fullmatch(job_id) is not None
 
 
 class Home:

@@ -18,6 +18,8 @@ job name cannot drive the terminal.
 
 from __future__ import annotations
 
+import datetime as _dt
+import functools
 import math
 import re
 import time
@@ -60,12 +62,27 @@ def duration(seconds: float | None) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+@functools.lru_cache(maxsize=8192)
+def _parse_time(value: str) -> float | None:
+    try:  # jim's own format, 2026-11-22T07:17:52.529Z: 20 times faster than strptime
+        return _dt.datetime(int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]),
+                            int(value[14:16]), int(value[17:19]), int(value[20:23]) * 1000,
+                            tzinfo=_dt.timezone.utc).timestamp()
+    except (ValueError, IndexError):
+        return parse_iso(value)
+
+
+def parse_time(value: str | None) -> float | None:
+    """Seconds since the epoch of a timestamp of the database (None for none)."""
+    return _parse_time(value) if value else None
+
+
 def elapsed(lj: dict, now: float) -> float | None:
     """Wall time of a local job: from start (else submission) to its end (else now)."""
-    start = parse_iso(lj.get("started")) or parse_iso(lj.get("submitted"))
+    start = parse_time(lj.get("started")) or parse_time(lj.get("submitted"))
     if not start:
         return None
-    end = parse_iso(lj.get("ended")) or now
+    end = parse_time(lj.get("ended")) or now
     return max(end - start, 0.0)
 
 
@@ -111,7 +128,7 @@ def render_status(data: dict, *, rows: int = 20, now: float | None = None) -> st
     lines.append(f"  name       {safe(data.get('name')) or '-'}")
     lines.append(f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, "
                  f"batch system {safe(data.get('adapter'))}")
-    updated = parse_iso(data.get("updated"))
+    updated = parse_time(data.get("updated"))
     ago = f" ({duration(now - updated)} ago)" if updated else ""
     lines.append(f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}")
     plan = data.get("plan") or {}

@@ -14,7 +14,7 @@ Routes (GET and HEAD only; any other method is answered 405)::
                             not DONE or FAILED; local jobs: ?state=FAILED&order=attention&page=..
     /api/jobs               JSON list of grid jobs as ``jim list --json`` prints it (?state=,
                             and ?page=&per_page= to page; X-Total-Count gives the total)
-    /api/jobs/<id>          JSON: what ``jim status --json`` prints
+    /api/jobs/<id>          JSON: what ``jim status --json`` prints (compact; ?pretty to indent)
     /db/<id>.xml            the raw record (a browser renders it through jim.xsl)
     /db/jim.xsl             the stylesheet
     /db/index.xml           the index, with the stylesheet instruction added
@@ -52,13 +52,13 @@ from typing import Any
 import jinja2
 
 from jim import __version__
-from jim.db import Database, parse_iso
+from jim.db import Database, GridJob, LocalJob
 from jim.errors import JimError, JobNotFound
 from jim.monitor import status_json
 from jim.paths import Home, valid_job_id
 from jim.states import GramState
 from jim.status import ORDER as LOCAL_ORDER
-from jim.status import duration, elapsed, job_fraction, phase_totals, sort_key
+from jim.status import duration, elapsed, parse_time, sort_key
 
 log = logging.getLogger("jim.web")
 
@@ -147,6 +147,56 @@ class IndexCache:
             return jobs, counts
 
 
+def job_summary(job: GridJob) -> tuple[dict, list[tuple[str, int, int, int]]]:
+    """The grid-job part of ``status_json`` (everything but ``localJobs``), and the totals per phase
+    (name, done, total, local jobs reporting), read straight from the record: the page of a grid
+    job of 10,000 local jobs builds full rows only for the local jobs it shows."""
+    acc: dict[str, list[int]] = {}
+    for p in job.root.iterfind("localjobs/localjob/progress/phase"):
+        a = acc.get(p.get("name"))
+        if a is None:
+            a = acc[p.get("name")] = [0, 0, 0]
+        done, total = int(p.get("done")), int(p.get("total"))
+        a[0] += done if done < total else total  # done counts up to total
+        a[1] += total
+        a[2] += 1
+    done_sum = sum(a[0] for a in acc.values())
+    total_sum = sum(a[1] for a in acc.values())
+    data = {"id": job.id, "state": job.state.name, "exitCode": job.exit_code, "jobtype": job.jobtype,
+            "name": job.get("name"), "owner": job.get("owner"), "adapter": job.get("adapter"),
+            "created": job.get("created"), "updated": job.get("updated"),
+            "cancelRequested": job.cancel_requested, "HerdState": job.get("HerdState"),
+            "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
+            "counts": job.counts(),
+            "progress": {"done": done_sum, "total": total_sum,
+                         "fraction": (done_sum / total_sum) if total_sum else None},
+            "outputTar": job.output_tar}
+    return data, [(name, a[0], a[1], a[2]) for name, a in acc.items()]
+
+
+def _progress(el) -> list[dict]:
+    return [{"name": p.get("name"), "done": int(p.get("done")), "total": int(p.get("total"))}
+            for p in el.iterfind("progress/phase")]
+
+
+def _local_brief(el) -> dict:
+    """What :func:`jim.status.sort_key` looks at, of one <localjob>."""
+    return {"index": int(el.get("index")), "state": el.get("state"), "started": el.get("started"),
+            "submitted": el.get("submitted"), "ended": el.get("ended"), "progress": _progress(el)}
+
+
+def local_row(el, now: float) -> dict:
+    """One local job as ``status_json`` has it, plus its wall time so far."""
+    lj = LocalJob(el)
+    row = {"index": lj.index, "tag": lj.tag, "state": el.get("state"), "batchId": el.get("batchId"),
+           "queue": el.get("queue"), "submitted": el.get("submitted"), "started": el.get("started"),
+           "ended": el.get("ended"), "exitCode": lj.exit_code, "evidence": el.get("evidence"),
+           "reason": el.get("reason"), "host": el.get("host"), "heartbeat": el.get("heartbeat"),
+           "slice": lj.slice, "progress": _progress(el)}
+    row["_elapsed"] = elapsed(row, now)
+    return row
+
+
 def _package_bytes(package: str, *parts: str) -> bytes:
     return resources.files(package).joinpath(*parts).read_bytes()
 
@@ -174,7 +224,7 @@ def _ts(value: str | None) -> str:
 
 
 def _ago(value: str | None, now: float) -> str:
-    t = parse_iso(value) if value else None
+    t = parse_time(value)
     return "" if t is None else duration(now - t) + " ago"
 
 
@@ -359,7 +409,9 @@ class Handler(BaseHTTPRequestHandler):
         log.info("%s %s", self.address_string(), format % args)
 
     def log_error(self, format: str, *args) -> None:  # noqa: A002
-        log.warning("%s %s", self.address_string(), format % args)
+        # an idle keep-alive connection closed by its timeout is routine, not a warning
+        level = logging.DEBUG if format.startswith("Request timed out") else logging.WARNING
+        log.log(level, "%s %s", self.address_string(), format % args)
 
     # -- dispatch ---------------------------------------------------------------
     def _respond(self, head: bool) -> None:
@@ -429,10 +481,11 @@ class Handler(BaseHTTPRequestHandler):
         return HTTPStatus.OK, {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP_HTML}, body
 
     @staticmethod
-    def _json(obj) -> tuple[HTTPStatus, dict[str, str], bytes]:
+    def _json(obj, query: dict[str, str]) -> tuple[HTTPStatus, dict[str, str], bytes]:
+        # compact unless ?pretty: indenting costs 7x the time for a grid job of 10,000 local jobs
+        text = json.dumps(obj, indent=2) if "pretty" in query else json.dumps(obj, separators=(",", ":"))
         return (HTTPStatus.OK, {"Content-Type": "application/json; charset=utf-8",
-                                "Content-Security-Policy": CSP_OTHER},
-                (json.dumps(obj, indent=2) + "\n").encode())
+                                "Content-Security-Policy": CSP_OTHER}, (text + "\n").encode())
 
     @staticmethod
     def _int(query: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
@@ -474,7 +527,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def route_job(self, query: dict[str, str], job_id: str):
         job = self.server.db.read(job_id)
-        data = status_json(job)
         now = time.time()
         lstate = query.get("state", "").upper()
         if lstate and lstate not in LOCAL_STATES:
@@ -482,37 +534,40 @@ class Handler(BaseHTTPRequestHandler):
         order = query.get("order", "index")
         if order not in ("index", "attention"):
             raise HTTPError(HTTPStatus.BAD_REQUEST, "order must be index or attention")
-        locals_ = data["localJobs"]
-        for lj in locals_:
-            lj["_elapsed"] = elapsed(lj, now)
-            lj["_fraction"] = job_fraction(lj)
-        shown = [lj for lj in locals_ if not lstate or lj["state"] == lstate]
-        if order == "attention":
-            shown.sort(key=lambda lj: sort_key(lj, now))
         per_page = self._int(query, "per_page", LOCAL_PER_PAGE, 1, MAX_LOCAL_PER_PAGE)
-        pages = max(1, math.ceil(len(shown) / per_page))
         page = self._int(query, "page", 1, 1, 10**9)
+
+        data, phases = job_summary(job)
+        elements = list(job.root.find("localjobs"))
+        shown = [el for el in elements if not lstate or el.get("state") == lstate]
+        if order == "attention":
+            keyed = [(sort_key(_local_brief(el), now), el) for el in shown]
+            keyed.sort(key=lambda kv: kv[0])
+            shown = [el for _, el in keyed]
+        pages = max(1, math.ceil(len(shown) / per_page))
         if page > pages:
-            raise HTTPError(HTTPStatus.NOT_FOUND, f"no page {page} of local jobs: there {'is 1 page' if pages == 1 else f'are {pages} pages'}")
-        rows = shown[(page - 1) * per_page: page * per_page]
+            raise HTTPError(HTTPStatus.NOT_FOUND, f"no page {page} of local jobs: there "
+                                                  f"{'is 1 page' if pages == 1 else f'are {pages} pages'}")
+        rows = [local_row(el, now) for el in shown[(page - 1) * per_page: page * per_page]]
+
         params = {"state": lstate, "order": order if order != "index" else None,
                   "per_page": per_page if per_page != LOCAL_PER_PAGE else None}
         base = f"/jobs/{job_id}"
         counts = data["counts"]
-        filters = [{"state": "", "label": "all", "count": len(locals_), "url": _url(base, order=params["order"])}]
+        n = len(elements)
+        filters = [{"state": "", "label": "all", "count": n, "url": _url(base, order=params["order"])}]
         filters += [{"state": s, "label": s, "count": counts[s], "url": _url(base, state=s, order=params["order"])}
                     for s in LOCAL_STATES if counts.get(s)]
         orders = [{"order": "index", "label": "by index", "url": _url(base, state=lstate)},
                   {"order": "attention", "label": "failed and slowest first",
                    "url": _url(base, state=lstate, order="attention")}]
-        n = len(locals_)
         ended = sum(counts.get(s, 0) for s in ("DONE", "FAILED", "CANCELLED", "LOST"))
         history = [{"state": g.get("state"), "at": g.get("at")} for g in job.root.findall("history/grid")]
         active = data["state"] not in TERMINAL_GRID
         return self._html(
             "job.html", job=data, rows=rows, shown=len(shown), lstate=lstate, order=order, orders=orders,
             page=page, pages=pages, links=_page_links(base, params, page, pages), filters=filters,
-            phases=phase_totals(locals_), ended=ended, n=n,
+            phases=phases, ended=ended, n=n,
             description=job.description(), source=job.root.findtext("description/source") or "",
             source_format=job.root.find("description").get("format"), history=history,
             updated_ago=_ago(data.get("updated"), now),
@@ -525,12 +580,12 @@ class Handler(BaseHTTPRequestHandler):
             per_page = self._int(query, "per_page", PER_PAGE, 1, MAX_PER_PAGE)
             page = self._int(query, "page", 1, 1, 10**9)
             jobs = jobs[(page - 1) * per_page: page * per_page]
-        status, headers, body = self._json(jobs)
+        status, headers, body = self._json(jobs, query)
         headers["X-Total-Count"] = str(total)
         return status, headers, body
 
     def route_api_job(self, query: dict[str, str], job_id: str):
-        return self._json(status_json(self.server.db.read(job_id)))
+        return self._json(status_json(self.server.db.read(job_id)), query)
 
     def route_db_record(self, query: dict[str, str], job_id: str):
         try:

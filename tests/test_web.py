@@ -1,0 +1,537 @@
+"""``jim serve``: routes, escaping, read-only-ness, headers, paths; the XSLT through lxml.
+
+The server runs in a thread on port 0 (:func:`jim.web.start`) over a private
+jim home whose grid jobs are recorded with the database API; one test runs the
+real ``jim serve`` command.  The browser tests are in test_web_browser.py.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import http.client
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from jim import web
+from jim.db import Database, new_job_id, new_record, validate
+from jim.monitor import status_json
+from jim.paths import Home
+from jim.states import Evidence, LocalState
+
+EVIL_NAME = """<script>alert("name")</script> & 'quotes' "too" </td><img src=x onerror=alert(1)>"""
+EVIL_ARGS = ["<script>alert('arg')</script>", 'a&b "c" \'d\'', "&lt;already&gt; &amp;", "--x=</title><b>"]
+T0 = 1_790_000_000.0
+
+
+def record(db: Database, *, name="job", n=3, states=(), progress=None, created=None, args=("--request", "4711"),
+           cancel=False) -> str:
+    """A grid job recorded with the database API: local job k gets states[k] (default RUNNING)."""
+    created = T0 if created is None else created
+    job_id = new_job_id(created)
+    rec = new_record(job_id, jobtype="montecarlo", name=name, owner="d0mc", adapter="fork",
+                     description={"executable": ["/opt/d0/mc_runjob"], "arguments": list(args),
+                                  "environment": [["D0_RELEASE", "p21.26.00"]], "jobname": [name]},
+                     source_format="rsl", source_text=f"&(executable=/opt/d0/mc_runjob)(jobname={name!r})",
+                     plan={"localJobs": n, "binding": "site-recommended-cpu"}, explanation=f"{n * 250} events",
+                     slices=[{"firstEvent": 250 * k + 1, "lastEvent": 250 * k + 250, "events": 250}
+                             for k in range(n)], created=created)
+    states = list(states) + ["RUNNING"] * (n - len(states))
+    for lj, st in zip(rec.local_jobs(), states):
+        if st == "PLANNED":
+            continue
+        lj.set_state(LocalState.SUBMITTING, at=created + 1)
+        if st == "SUBMITTING":
+            continue
+        lj.batch_id = f"{5000 + lj.index}:1.0"
+        lj.set_state(LocalState.QUEUED, at=created + 2)
+        if st == "QUEUED":
+            continue
+        lj.set_state(LocalState.RUNNING, at=created + 3)
+        if st == "DONE":
+            lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0, at=created + 60)
+        elif st == "FAILED":
+            lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=3,
+                         reason="exit code 3 <b>bold</b>", at=created + 30)
+    for k, phases in (progress or {}).items():
+        rec.local(k).set_progress(phases, at=created + 10)
+    if all(s in ("DONE", "FAILED") for s in states):
+        rec.set_outputs(Path(f"/tmp/{job_id}.tar.gz"))
+    if cancel:
+        rec.set("cancelRequested", "true")
+    rec.recompute(at=created + 61)
+    db.create(rec)
+    return job_id
+
+
+@pytest.fixture
+def home(tmp_path):
+    h = Home(tmp_path / "jimhome")
+    yield h
+    if h.db.exists():
+        errors = [f"{p.name}: {e}" for p in sorted(h.db.glob("*.xml")) for e in validate(p)]
+        assert not errors, errors
+
+
+@pytest.fixture
+def db(home):
+    return Database(home.ensure(), lock_timeout=5)
+
+
+@pytest.fixture
+def server(home):
+    s = web.start(home)
+    yield s
+    s.stop()
+
+
+class Client:
+    def __init__(self, server):
+        self.host, self.port = server.server_address[:2]
+
+    def request(self, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        try:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            hdrs = {"Host": f"127.0.0.1:{self.port}", **(headers or {})}
+            if body is not None:
+                hdrs["Content-Length"] = str(len(body))
+            for k, v in hdrs.items():
+                conn.putheader(k, v)
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kw):
+        return self.request("GET", path, **kw)
+
+    def ok(self, path: str) -> str:
+        status, headers, body = self.get(path)
+        assert status == 200, (path, status, body[:500])
+        return body.decode()
+
+
+@pytest.fixture
+def client(server):
+    return Client(server)
+
+
+class Elements(html.parser.HTMLParser):
+    """Tags and text of a page, as a browser's parser sees them."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def by_id(self, ident: str) -> dict | None:
+        return next((a for t, a in self.tags if a.get("id") == ident), None)
+
+    @property
+    def all_text(self) -> str:
+        return " ".join(" ".join(self.text).split())
+
+
+def text_of(page: str, element_id: str) -> str:
+    """Text inside the element with that id (simple: up to its closing tag of the same name)."""
+    m = re.search(rf'<(\w+)[^>]*\bid="{re.escape(element_id)}"[^>]*>(.*?)</\1>', page, re.S)
+    assert m, f"no element {element_id}"
+    inner = re.sub(r"</?(span|b|code|small|a|time)\b[^>]*>", "", m.group(2))  # inline: no space
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", inner)).split())
+
+
+# ---------------------------------------------------------------------------
+# index
+# ---------------------------------------------------------------------------
+
+def test_index_newest_first_filter_and_pages(db, client):
+    ids = [record(db, name=f"job {k}", n=1, states=["DONE" if k % 3 == 0 else "RUNNING"], created=T0 + k)
+           for k in range(7)]
+    page = client.ok("/")
+    listed = re.findall(r'href="/jobs/([0-9a-f-]+)"', page)
+    assert listed == ids[::-1]  # newest first
+    assert text_of(page, "total") == "7"
+    assert "DONE (3)" in Elements(page).all_text and "ACTIVE (4)" in Elements(page).all_text
+    assert '<meta http-equiv="refresh" content="15">' in page  # active jobs on the page
+
+    done = client.ok("/?state=DONE")
+    assert re.findall(r'href="/jobs/([0-9a-f-]+)"', done) == [ids[6], ids[3], ids[0]]
+    assert 'http-equiv="refresh"' not in done
+    assert re.findall(r'href="/jobs/([0-9a-f-]+)"', client.ok("/?state=done")) == [ids[6], ids[3], ids[0]]
+
+    p2 = client.ok("/?per_page=3&page=2")
+    assert re.findall(r'href="/jobs/([0-9a-f-]+)"', p2) == [ids[3], ids[2], ids[1]]
+    assert text_of(p2, "page") == "page 2 of 3"
+    assert 'href="/?per_page=3&amp;page=3" rel="next"' in p2 and 'href="/?per_page=3" rel="first"' in p2
+    p3 = client.ok("/?per_page=3&page=3")
+    assert re.findall(r'href="/jobs/([0-9a-f-]+)"', p3) == [ids[0]]
+    assert client.get("/?per_page=3&page=4")[0] == 404
+    for bad in ("/?state=NOPE", "/?page=0", "/?page=x", "/?per_page=100000", "/?page=" + "9" * 5000,
+                "/?state=%00"):
+        assert client.get(bad)[0] == 400, bad
+
+
+def test_index_of_an_empty_home(server, client, home):
+    assert not home.root.exists()
+    page = client.ok("/")
+    assert "No grid jobs" in page
+    assert json.loads(client.ok("/api/jobs")) == []
+    assert not home.root.exists()  # serving creates nothing
+
+
+def test_index_reads_only_the_index_and_follows_it(db, server, client, monkeypatch):
+    first = record(db, name="first", n=2)
+    calls = []
+    real_read = Database.read
+    monkeypatch.setattr(Database, "read", lambda self, job_id: calls.append(job_id) or real_read(self, job_id))
+    assert first in client.ok("/")
+    second = record(db, name="second", n=2, created=T0 + 5)
+    page = client.ok("/")
+    assert re.findall(r'href="/jobs/([0-9a-f-]+)"', page) == [second, first]
+    assert calls == []  # the index page never parses a record
+    client.ok(f"/jobs/{first}")
+    assert calls == [first]
+
+
+# ---------------------------------------------------------------------------
+# the page of one grid job
+# ---------------------------------------------------------------------------
+
+def test_job_page_running(db, client):
+    job_id = record(db, name="D0 MC request 4711", n=4, states=["RUNNING", "RUNNING", "DONE", "FAILED"],
+                    progress={0: {"generation": (250, 250), "d0gstar": (117, 250)},
+                              1: {"generation": (100, 250)},
+                              2: {"generation": (250, 250), "d0gstar": (250, 250)}})
+    page = client.ok(f"/jobs/{job_id}")
+    assert text_of(page, "grid-state") == "ACTIVE"
+    assert text_of(page, "jobname") == "D0 MC request 4711"
+    assert text_of(page, "local-count") == "4"
+    assert '<meta http-equiv="refresh" content="5">' in page
+    assert len(re.findall(r'<tr class="localjob"', page)) == 4
+    row0 = text_of(page, "lj-0")
+    assert "RUNNING" in row0 and "generation: 250 of 250" in row0 and "d0gstar: 117 of 250" in row0
+    assert '<progress value="117" max="250">' in page
+    row3 = text_of(page, "lj-3")
+    assert "FAILED" in row3 and "exit code 3 <b>bold</b>" in row3 and "wrapper-exit-file" in row3
+    assert text_of(page, "overall-count") == "967 of 1250"
+    assert text_of(page, "ended-count") == "2 of 4"
+    filters = text_of(page, "local-filters")
+    assert "FAILED (1)" in filters and "RUNNING (2)" in filters and "DONE (1)" in filters and "all (4)" in filters
+    # the arguments and the environment are shown
+    assert "--request 4711" in text_of(page, "description") and "(D0_RELEASE p21.26.00)" in text_of(page, "description")
+
+    failed_only = client.ok(f"/jobs/{job_id}?state=FAILED")
+    assert re.findall(r'<tr class="localjob" id="lj-(\d+)"', failed_only) == ["3"]
+    attention = client.ok(f"/jobs/{job_id}?order=attention")
+    assert re.findall(r'<tr class="localjob" id="lj-(\d+)"', attention)[0] == "3"
+    paged = client.ok(f"/jobs/{job_id}?per_page=3&page=2")
+    assert re.findall(r'<tr class="localjob" id="lj-(\d+)"', paged) == ["3"]
+    for bad in ("?state=BOGUS", "?order=random", "?page=0", "?per_page=0"):
+        assert client.get(f"/jobs/{job_id}{bad}")[0] == 400, bad
+    assert client.get(f"/jobs/{job_id}?page=9")[0] == 404
+
+
+def test_page_data_is_status_json(db):
+    """The job page reads the record directly (fast for 10,000 local jobs): the same values as status_json."""
+    from jim.status import phase_totals
+
+    job_id = record(db, n=5, states=["RUNNING", "DONE", "FAILED", "QUEUED", "PLANNED"],
+                    progress={0: {"gen": (250, 250), "sim": (300, 250)}, 1: {"gen": (250, 250)}})
+    job = db.read(job_id)
+    full = status_json(job)
+    data, phases = web.job_summary(job)
+    assert data == {k: v for k, v in full.items() if k != "localJobs"}
+    assert phases == phase_totals(full["localJobs"]) == [("gen", 500, 500, 2), ("sim", 250, 250, 1)]
+    for el, lj in zip(job.root.find("localjobs"), full["localJobs"]):
+        row = web.local_row(el, time.time())
+        assert {k: v for k, v in row.items() if k != "_elapsed"} == \
+            {k: v for k, v in lj.items() if k not in ("MasterJobID", "SplitID", "HerdState")}
+
+
+def test_job_page_finished_does_not_refresh(db, client):
+    job_id = record(db, n=2, states=["DONE", "DONE"], progress={0: {"sim": (250, 250)}, 1: {"sim": (250, 250)}})
+    page = client.ok(f"/jobs/{job_id}")
+    assert text_of(page, "grid-state") == "DONE" and text_of(page, "grid-exit") == "0"
+    assert 'http-equiv="refresh"' not in page
+    assert "no longer refreshes" in text_of(page, "refresh-note")
+    assert text_of(page, "output-tar") == f"/tmp/{job_id}.tar.gz"
+    assert text_of(page, "overall-count") == "500 of 500"
+
+
+def test_unknown_and_malformed_job_ids(db, client):
+    record(db)
+    for path in ("/jobs/20200101-000000-deadbeef", "/api/jobs/20200101-000000-deadbeef",
+                 "/db/20200101-000000-deadbeef.xml", "/jobs/nope", "/jobs/20200101-000000-DEADBEEF"):
+        status, headers, body = client.get(path)
+        assert status == 404, path
+        assert headers["content-type"].startswith("text/html")
+
+
+def test_damaged_record_is_a_server_error_not_a_crash(db, client, home):
+    job_id = record(db)
+    good = home.record(job_id).read_bytes()
+    home.record(job_id).write_text("<gridjob")
+    try:
+        status, _, body = client.get(f"/jobs/{job_id}")
+        assert status == 500 and b"damaged" in body
+        assert client.get("/")[0] == 200  # the server goes on
+    finally:
+        home.record(job_id).write_bytes(good)
+
+
+# ---------------------------------------------------------------------------
+# escaping
+# ---------------------------------------------------------------------------
+
+def test_name_and_arguments_are_escaped_in_the_html_views(db, client):
+    job_id = record(db, name=EVIL_NAME, n=2, args=EVIL_ARGS, progress={0: {"d0gstar": (1, 2)}})
+    for path in ("/", f"/jobs/{job_id}"):
+        page = client.ok(path)
+        parsed = Elements(page)
+        tags = [t for t, _ in parsed.tags]
+        assert "script" not in tags and "img" not in tags, path
+        assert not any(k.startswith("on") for _, a in parsed.tags for k in a), path
+        assert " ".join(EVIL_NAME.split()) in parsed.all_text, path
+        assert "&lt;script&gt;alert(&#34;name&#34;)&lt;/script&gt; &amp; &#39;quotes&#39;" in page, path
+    page = client.ok(f"/jobs/{job_id}")
+    text = Elements(page).all_text
+    for arg in EVIL_ARGS:
+        assert arg in text, arg
+    assert "&amp;lt;already&amp;gt; &amp;amp;" in page  # escaped once more: shown as typed
+    assert "--x=&lt;/title&gt;&lt;b&gt;" in page
+    assert "alert(" in text_of(page, "source")
+
+
+def test_name_and_arguments_are_escaped_by_the_stylesheet(db, home):
+    """jim.xsl through lxml (XSLT 1.0 like the browsers): values come out as text, never markup."""
+    job_id = record(db, name=EVIL_NAME, n=2, args=EVIL_ARGS, states=["RUNNING", "DONE"],
+                    progress={0: {"generation": (250, 250), "d0gstar": (117, 250)}})
+    xslt = etree.XSLT(etree.parse(str(home.db / "jim.xsl")))
+    out = str(xslt(etree.parse(str(home.record(job_id)))))
+    parsed = Elements(out)
+    tags = [t for t, _ in parsed.tags]
+    assert "script" not in tags and "img" not in tags
+    assert not any("onerror" in a for _, a in parsed.tags)
+    assert etree.parse(str(home.db / "jim.xsl")).xpath("//@disable-output-escaping") == []
+    text = parsed.all_text
+    assert " ".join(EVIL_NAME.split()) in text
+    for arg in EVIL_ARGS:
+        assert arg in text, arg
+    assert text_of(out, "local-count") == "2"
+    assert "d0gstar: 117 of 250" in text_of(out, "lj-0")
+    assert text_of(out, "overall-count") == "367 of 500"
+    assert '<meta http-equiv="refresh" content="5">' in out
+
+
+# ---------------------------------------------------------------------------
+# JSON and raw files
+# ---------------------------------------------------------------------------
+
+def test_json_endpoints(db, client):
+    a = record(db, name="a", n=2, states=["DONE", "DONE"])
+    b = record(db, name="b", n=3, created=T0 + 1)
+    assert json.loads(client.ok(f"/api/jobs/{b}")) == status_json(db.read(b))
+    listed = json.loads(client.ok("/api/jobs"))
+    assert listed == db.list() and [j["id"] for j in listed] == [b, a]
+    assert [j["id"] for j in json.loads(client.ok("/api/jobs?state=DONE"))] == [a]
+    status, headers, body = client.get("/api/jobs?per_page=1&page=2")
+    assert status == 200 and [j["id"] for j in json.loads(body)] == [a] and headers["x-total-count"] == "2"
+    assert headers["content-type"] == "application/json; charset=utf-8"
+    assert client.ok(f"/api/jobs/{b}?pretty").startswith('{\n  "id": ')
+
+
+def test_json_is_what_jim_status_json_prints(jim_env):
+    db = Database(Home(jim_env.home).ensure())
+    job_id = record(db, name=EVIL_NAME, n=2, progress={1: {"sim": (3, 9)}})
+    s = web.start(Home(jim_env.home))
+    try:
+        assert json.loads(Client(s).ok(f"/api/jobs/{job_id}")) == jim_env.status(job_id)
+    finally:
+        s.stop()
+
+
+def test_raw_record_stylesheet_and_index(db, client, home):
+    job_id = record(db)
+    status, headers, body = client.get(f"/db/{job_id}.xml")
+    assert status == 200 and body == home.record(job_id).read_bytes()
+    assert headers["content-type"] == "application/xml; charset=utf-8"
+    assert "script-src 'self'" in headers["content-security-policy"]
+    status, headers, body = client.get("/db/jim.xsl")
+    assert status == 200 and headers["content-type"].startswith("text/xsl")
+    assert body == (Path(web.__file__).parent / "data" / "jim.xsl").read_bytes()
+    status, headers, body = client.get("/db/index.xml")
+    assert body.startswith(b"<?xml version='1.0' encoding='UTF-8'?>\n<?xml-stylesheet type=\"text/xsl\" href=\"jim.xsl\"?>")
+    doc = etree.fromstring(body)
+    assert doc.tag == "index" and [j.get("id") for j in doc] == [job_id]
+    xslt = etree.XSLT(etree.parse(str(home.db / "jim.xsl")))
+    assert job_id in str(xslt(etree.ElementTree(doc)))
+    assert client.get("/static/jim.css")[0] == 200
+
+
+# ---------------------------------------------------------------------------
+# read-only, paths, headers
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "FOO"])
+def test_only_get_and_head(db, client, home, method):
+    job_id = record(db)
+    before = {p.name: p.read_bytes() for p in home.db.iterdir()}
+    for path in ("/", f"/jobs/{job_id}", f"/api/jobs/{job_id}", f"/db/{job_id}.xml"):
+        status, headers, _ = client.request(method, path, body=b"state=FAILED&cancel=1")
+        assert status == 405, (method, path)
+        assert headers["allow"] == "GET, HEAD"
+    assert {p.name: p.read_bytes() for p in home.db.iterdir()} == before
+
+
+def test_head_is_get_without_body(db, client):
+    job_id = record(db)
+    for path in ("/", f"/jobs/{job_id}", f"/api/jobs/{job_id}", f"/db/{job_id}.xml", "/nope"):
+        gs, gh, gb = client.get(path)
+        hs, hh, hb = client.request("HEAD", path)
+        assert hs == gs and hb == b"" and hh["content-length"] == str(len(gb)), path
+        assert hh["content-type"] == gh["content-type"]
+
+
+@pytest.mark.parametrize("path", [
+    "/db/../jim.toml", "/db/..%2f..%2fjim.toml", "/db/%2e%2e/%2e%2e/etc/passwd", "/jobs/../../etc/passwd",
+    "/jobs/..%2F..%2Fetc%2Fpasswd", "/db/{id}.xml/../../log/jim.log", "/db/{id}%0a.xml", "/jobs/{id}%0a",
+    "/db/{id}.state", "/db/{id}.xml%00", "/static/../web.py", "/static/%2e%2e/web.py", "//etc/passwd",
+    "/db/", "/db/index.xml/../../jim.toml", "/jobs/{id}/../../log/jim.log", "/../../../../etc/passwd",
+    "/log/jim.log", "/db/.index.xml.1.tmp", "/api/jobs/{id}/..",
+])
+def test_no_path_escapes(db, client, path):
+    job_id = record(db)
+    status, _, body = client.get(path.format(id=job_id))
+    assert status in (400, 404), (path, status)
+    assert b"root:" not in body and b"JOB_STATE" not in body
+
+
+def test_security_headers(db, client):
+    job_id = record(db)
+    for path in ("/", f"/jobs/{job_id}", "/nope", "/?state=X"):
+        _, headers, _ = client.get(path)
+        csp = headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff"
+        assert "default-src 'none'" in csp and "script-src" not in csp and "unsafe-inline" not in csp
+        assert "frame-ancestors 'none'" in csp
+    for path in (f"/api/jobs/{job_id}", f"/db/{job_id}.xml", "/db/jim.xsl", "/static/jim.css"):
+        _, headers, _ = client.get(path)
+        assert headers["x-content-type-options"] == "nosniff" and "default-src 'none'" in \
+            headers["content-security-policy"], path
+
+
+def test_foreign_host_header_refused_on_loopback(db, client):
+    assert client.get("/", headers={"Host": "evil.example:8642"})[0] == 400  # DNS rebinding
+    assert client.get("/", headers={"Host": "localhost:8642"})[0] == 200
+    assert client.get("/", headers={"Host": "[::1]:8642"})[0] == 200
+    assert client.get("/", headers={"Host": "127.0.0.1"})[0] == 200
+
+
+def test_requests_are_logged_to_jims_logger(db, client):
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("jim.web")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        job_id = record(db)
+        client.ok(f"/jobs/{job_id}")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert any(f"GET /jobs/{job_id}" in r.getMessage() for r in records)
+
+
+def test_many_local_jobs_are_paged(db, client):
+    job_id = record(db, n=1200, progress={k: {"sim": (k % 250, 250)} for k in range(0, 1200, 7)})
+    page = client.ok(f"/jobs/{job_id}")
+    assert len(re.findall(r'<tr class="localjob"', page)) == web.LOCAL_PER_PAGE
+    assert text_of(page, "local-count") == "1200"
+    assert text_of(page, "page") == "page 1 of 3"
+    last = client.ok(f"/jobs/{job_id}?page=3")
+    assert len(re.findall(r'<tr class="localjob"', last)) == 200
+
+
+# ---------------------------------------------------------------------------
+# the real command
+# ---------------------------------------------------------------------------
+
+def test_jim_serve_command(jim_env):
+    db = Database(Home(jim_env.home).ensure())
+    job_id = record(db, name="served")
+    proc = subprocess.Popen([sys.executable, "-m", "jim", "serve", "--port", "0"], env=jim_env.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        m = re.match(r"jim serve: http://127\.0\.0\.1:(\d+)/ ", line)
+        assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+        port = int(m.group(1))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", f"/jobs/{job_id}")
+        resp = conn.getresponse()
+        assert resp.status == 200 and b"served" in resp.read()
+        conn.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        assert out == "" and err == ""  # requests went to jim's log, not to the terminal
+        log = (jim_env.home / "log" / "jim.log").read_text()
+        assert f'"GET /jobs/{job_id} HTTP/1.1" 200' in log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_jim_serve_survives_dropped_connections(jim_env):
+    """A browser that goes away before its answer costs that answer only (jim's CLI lets SIGPIPE kill)."""
+    db = Database(Home(jim_env.home).ensure())
+    job_id = record(db, n=300)
+    proc = subprocess.Popen([sys.executable, "-m", "jim", "serve", "--port", "0"], env=jim_env.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(re.search(r":(\d+)/", proc.stdout.readline()).group(1))
+        for _ in range(5):  # the request, then gone: the server's first write is answered by a reset
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                c.sendall(f"GET /jobs/{job_id} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/")
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_jim_serve_port_in_use(jim_env):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = jim_env.run("serve", "--port", str(port), timeout=20)
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr

@@ -72,7 +72,9 @@ def _terminal_from_exit_file(lj: LocalJob, ec: tuple[int, dict[str, str]], cance
     code, info = ec
     if code == 0 and "terminated_by" not in info:
         lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
-    elif cancelled and "terminated_by" in info:
+    elif cancelled:
+        # the grid job is being cancelled: however the batch system stopped this local job
+        # (a signal to the wrapper, or to the job's processes directly), it was cancelled
         lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=code, reason="cancelled")
     else:
         reason = info.get("error") or info.get("wrapper_error") or (
@@ -156,7 +158,11 @@ def _terminal_from_record(lj: LocalJob, st) -> None:
     code = st.exit_code
     if code is None and st.state is LocalState.DONE:
         code = 0
-    lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=st.reason or st.native)
+    # a terminal native state says how it ended; a queue reason ("Resources") would mislead
+    reason = st.native or st.reason
+    if st.reason and st.reason not in ("None", st.native) and st.evidence is Evidence.BATCH:
+        reason = f"{st.native} ({st.reason})" if st.native else st.reason
+    lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=reason)
 
 
 def overdue_holds(job: GridJob, now: float, timeout: float) -> list[LocalJob]:

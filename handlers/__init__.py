@@ -21,6 +21,9 @@ GROUP = "jim.handlers"
 BUILTIN = {
     "generic": "jim.handlers.generic:GenericHandler",
     "montecarlo": "jim.handlers.montecarlo:MonteCarloHandler",
+    "reprocessing": "jim.handlers.reprocessing:ReprocessingHandler",
+    "concat": "jim.handlers.concat:ConcatHandler",
+    "parametric": "jim.handlers.parametric:ParametricHandler",
 }
 
 
@@ -47,6 +50,10 @@ def discover() -> dict[str, object]:
             cls = ref.load() if hasattr(ref, "load") else _load_ref(ref)  # type: ignore[union-attr]
             if not (isinstance(cls, type) and issubclass(cls, Handler)):
                 raise TypeError(f"{cls!r} is not a subclass of jim.handlers.base.Handler")
+            missing = sorted(getattr(cls, "__abstractmethods__", ()))
+            if missing:
+                raise TypeError(f"{cls.__name__} does not implement {', '.join(missing)} "
+                                f"(see jim.handlers.base)")
             found[name] = cls
         except Exception as e:  # a broken plug-in must not break the others
             found[name] = e

@@ -1,28 +1,33 @@
-"""``montecarlo``: D0/CDF-style event generation, split by the site's CPU limits.
+"""``montecarlo``: D0/CDF-style event generation, split by the site's and the queue's limits.
 
 N is decided, in order, by:
 
 1. the events requested (``events``, a positive integer; ``firstevent``
    default 1);
-2. events per local job ``E``:
-   * with the user's CPU-per-event hint (``cpuperevent`` seconds):
-     ``E = floor(recommended_cpu_per_job / cpuperevent)`` (binding
-     ``site-recommended-cpu``), never more than
-     ``floor(max_cpu_per_job / cpuperevent)``; a single event above the
-     site's maximum is refused;
+2. events per local job ``E`` (:meth:`Handler.event_budget`):
+   * with the user's CPU-per-event hint (``cpuperevent`` seconds on the
+     reference CPU; ``t = cpuperevent / CPUPower`` seconds on the chosen
+     queue): ``E = floor(recommended_cpu_per_job / t)`` (binding
+     ``site-recommended-cpu``), never more than what fits the tightest time
+     limit ``L`` -- the site's ``max_cpu_per_job`` (``site-max-cpu``), or
+     ``safety`` x the queue's ``WallTimeLimit`` (``queue-wall-time``) or
+     ``MaxCPUTime`` (``queue-cpu-time``): ``E <= floor(L / t)``, and that
+     limit is then the binding one.  A single event above ``L`` is refused;
    * without it: the handler's ``default_events_per_job``, else the site's
      (binding ``default-events-per-job``);
    * the user's ``eventsperjob`` wins when given (binding
-     ``user-events-per-job``), capped by the site's maximum CPU
-     (binding ``site-max-cpu``);
+     ``user-events-per-job``), capped by ``floor(L / t)`` when the hint allows
+     checking it;
 3. ``N = ceil(events / E)``; when N exceeds the local-job cap, E grows to
-   ``ceil(events / cap)`` if the CPU hint shows it still fits the site's
-   maximum (binding ``max-local-jobs``), else the job is refused.
+   ``ceil(events / cap)`` if the CPU hint shows it still fits ``L`` (binding
+   ``max-local-jobs``), else the job is refused.
 
 Each local job gets its inclusive first and last event (``JIM_FIRST_EVENT``,
-``JIM_LAST_EVENT``, ``JIM_EVENTS`` in its environment).  Slices are balanced
-(sizes differ by at most one) unless the option ``balanced = false`` asks for
-full jobs plus a tail.
+``JIM_LAST_EVENT``, ``JIM_EVENTS`` in its environment) and, with a CPU hint,
+its estimated seconds (slice ``estSeconds``).  Slices are balanced (sizes
+differ by at most one) unless the option ``balanced = false`` asks for full
+jobs plus a tail.  The plan records ``perJob``, ``estSecondsPerJob``,
+``timeLimit`` (usable seconds) and ``timeLimitBy``.
 """
 
 from __future__ import annotations
@@ -36,10 +41,10 @@ from jim.split.events import split_events
 
 
 class MonteCarloHandler(Handler):
-    """Monte Carlo production: events split by the site's CPU limits per local job."""
+    """Monte Carlo production: events split by the site's CPU and the queue's time limits."""
 
     name = "montecarlo"
-    options = {"balanced": True, "default_events_per_job": 0}
+    options = {"balanced": True, "default_events_per_job": 0, "safety": 0.8}
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         raw = desc.get("events")
@@ -52,52 +57,53 @@ class MonteCarloHandler(Handler):
         if total <= 0:
             raise InvalidAttribute(f"events must be a positive integer, got {raw!r}")
         first = desc.get_int("firstevent", 1, minimum=0)
-        cpe = desc.get_float("cpuperevent", None, positive=True)
-        user_epj = desc.get_int("eventsperjob", None, minimum=1)
         cap, cap_why = self.max_local_jobs(desc)
         self.executable_argv(desc)
-        site = self.site
-
-        e_max = None
-        if cpe is not None:
-            e_max = math.floor(site.max_cpu_per_job / cpe)
-            if e_max < 1:
-                raise PlanError(f"one event needs {cpe:g} s of CPU, more than the site's maximum of "
-                                f"{site.max_cpu_per_job:g} s per local job")
-            per_job = max(1, math.floor(site.recommended_cpu_per_job / cpe))
-            binding = "site-recommended-cpu"
-        else:
-            per_job = int(self.opts["default_events_per_job"]) or site.default_events_per_job
-            binding = "default-events-per-job"
-        if user_epj is not None:
-            per_job, binding = user_epj, "user-events-per-job"
-            if e_max is not None and per_job > e_max:
-                per_job, binding = e_max, "site-max-cpu"
-        per_job = min(per_job, total)
+        budget = self.event_budget(desc, safety=float(self.opts["safety"]),
+                                   default_per_job=int(self.opts["default_events_per_job"])
+                                   or self.site.default_events_per_job)
+        per_job, binding = min(budget.per_job, total), budget.binding
         n = math.ceil(total / per_job)
         if n > cap:
             wider = math.ceil(total / cap)
-            if e_max is not None and wider <= e_max and user_epj is None:
+            if budget.fits is not None and wider <= budget.fits and not budget.user_set:
                 per_job, binding = wider, "max-local-jobs"
             else:
                 raise PlanError(f"{total} events at {per_job} per local job need {n} local jobs, over the "
                                 f"limit of {cap} ({cap_why.replace('-', ' ')})")
-        slices = split_events(total, per_job, first, balanced=bool(self.opts["balanced"]))
-        plan_slices = [LocalSlice(attrs={"firstEvent": s.first, "lastEvent": s.last, "events": s.count},
-                                  env={"JIM_FIRST_EVENT": str(s.first), "JIM_LAST_EVENT": str(s.last),
-                                       "JIM_EVENTS": str(s.count)})
-                       for s in slices]
+        try:
+            slices = split_events(total, per_job, first, balanced=bool(self.opts["balanced"]))
+        except ValueError as e:
+            raise InvalidAttribute(str(e)) from None
+        plan_slices = []
+        for s in slices:
+            attrs = {"firstEvent": s.first, "lastEvent": s.last, "events": s.count}
+            est = budget.estimate(s.count)
+            if est is not None:
+                attrs["estSeconds"] = f"{est:.0f}"
+            plan_slices.append(LocalSlice(attrs=attrs, env={"JIM_FIRST_EVENT": str(s.first),
+                                                             "JIM_LAST_EVENT": str(s.last),
+                                                             "JIM_EVENTS": str(s.count)}))
         largest = max(s.count for s in slices)
-        est = f"{largest * cpe:g}" if cpe is not None else None
+        cpe = budget.cpu_per_event
+        est = budget.estimate(largest)
         expl = (f"{total} events from event {first} in {len(slices)} local jobs of up to {largest} events "
                 f"(binding: {binding.replace('-', ' ')}")
         if cpe is not None:
-            expl += f"; {cpe:g} s/event, about {largest * cpe:g} s CPU per local job against the site's " \
-                    f"recommended {site.recommended_cpu_per_job:g} s and maximum {site.max_cpu_per_job:g} s"
+            power = self.cpu_power()
+            speed = f" / CPUPower {power:g}" if power != 1 else ""
+            expl += (f"; {cpe:g} s/event{speed}, about {est:g} s per local job against the site's recommended "
+                     f"{self.site.recommended_cpu_per_job:g} s and {budget.limit.describe()}")
         expl += ")"
-        return Plan(plan_slices, binding, expl,
-                    attrs={"unit": "events", "total": total, "firstEvent": first, "perJob": per_job,
-                           "cpuPerEvent": f"{cpe:g}" if cpe is not None else None, "estCpuPerJob": est})
+        attrs = {"unit": "events", "total": total, "firstEvent": first, "perJob": per_job,
+                 "cpuPerEvent": f"{cpe:g}" if cpe is not None else None,
+                 "estCpuPerJob": f"{largest * cpe:g}" if cpe is not None else None,
+                 "estSecondsPerJob": f"{est:.0f}" if est is not None else None}
+        if cpe is not None:
+            attrs.update(budget.limit.record())
+            if self.cpu_power() != 1:
+                attrs["cpuPower"] = f"{self.cpu_power():g}"
+        return Plan(plan_slices, binding, expl, attrs=attrs)
 
     def prepareWorkArea(self, desc, plan, area) -> None:
         self.add_input_files(desc, area)

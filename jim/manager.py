@@ -46,7 +46,6 @@ def make_plan(config: Config, desc: JobDescription, *, job_id: str | None = None
     accept them.
     """
     from jim.handlers import get_handler_class
-    from jim.requirements import QueueCache, choose_queue, requirements_of_description
 
     desc.check_common()
     if not desc.has("jimtype") and any(_is_parameter_attr(a) for a in desc.attrs):
@@ -59,11 +58,7 @@ def make_plan(config: Config, desc: JobDescription, *, job_id: str | None = None
         if stray:
             raise InvalidAttribute(f"attribute {stray[0]} makes a parametric job, but the job type is "
                                    f"{desc.jimtype}: use jimtype=parametric")
-    if not dry_run:
-        Home(config.home).ensure()
-    stated = requirements_of_description(desc.attrs.get("requirements"), desc.get("queue"))
-    choice = choose_queue(config.resources, stated,
-                          cache=QueueCache(Home(config.home).cache, write=not dry_run))
+    choice = _choose_queue(config, desc, dry_run)
     handler = cls(config.site, config.handler_options(cls.name or desc.jimtype),
                   queue=choice.queue, grid_job_id=job_id)
     try:
@@ -84,14 +79,43 @@ def make_plan(config: Config, desc: JobDescription, *, job_id: str | None = None
     return handler, plan, commands
 
 
+class _NoQueues:
+    """The queue choice when the site describes no queues and the job states no requirements.
+
+    The common case needs no matching, so ``jim submit`` does not even import
+    :mod:`jim.requirements` (about 10 ms): the batch system's default queue,
+    or the job's GRAM ``queue`` passed through.
+    """
+
+    queue = ce = None
+    eligible = 0
+    described = ""
+
+    def __init__(self, name: str | None):
+        self.name = name
+        self.how = "gram-queue" if name else "batch-default"
+
+
+def _choose_queue(config: Config, desc: JobDescription, dry_run: bool):
+    """The job's local queue from its requirements and the site's ``[resources]`` (see jim.requirements)."""
+    if not config.resources and not desc.has("requirements"):
+        gram_queue = (desc.get("queue") or "").strip()
+        return _NoQueues(gram_queue or None)
+    from jim.requirements import QueueCache, choose_queue, requirements_of_description
+
+    if not dry_run:
+        Home(config.home).ensure()
+    stated = requirements_of_description(desc.attrs.get("requirements"), desc.get("queue"))
+    return choose_queue(config.resources, stated, cache=QueueCache(Home(config.home).cache, write=not dry_run))
+
+
 def _record_queue(plan, choice) -> None:
     """Put the queue choice into the plan: plan.queue, every slice's queue, attributes, explanation."""
     plan.queue = plan.queue or choice.name
     for s in plan.slices:
         if s.queue is None:
             s.queue = plan.queue
-    facts = {"queueChosenBy": choice.how, "ce": choice.ce,
-             "requirements": choice.requirements.describe() or None}
+    facts = {"queueChosenBy": choice.how, "ce": choice.ce, "requirements": choice.described or None}
     if choice.queue is not None:
         facts["eligibleQueues"] = str(choice.eligible)
     for key, value in facts.items():
@@ -100,7 +124,7 @@ def _record_queue(plan, choice) -> None:
     text = plan.explanation.rstrip()
     text += "" if not text or text.endswith(".") else "."
     if choice.queue is not None:
-        why = f"for {choice.requirements.describe()}" if choice.requirements else "no requirements: the site's preferred"
+        why = f"for {choice.described}" if choice.described else "no requirements: the site's preferred"
         plan.explanation = f"{text} Queue {choice.name} on CE {choice.ce} ({why}; {choice.eligible} eligible)."
     elif choice.name:
         plan.explanation = f"{text} Queue {choice.name} (the job's queue attribute)."

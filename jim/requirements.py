@@ -1385,6 +1385,11 @@ class QueueChoice:
     def ce(self) -> str | None:
         return self.queue.ce if self.queue is not None else None
 
+    @property
+    def described(self) -> str:
+        """The requirements in one line (empty without requirements)."""
+        return self.requirements.describe()
+
 
 def choose_queue(resources: Mapping[str, Any] | None, requirements: StatedRequirements, *,
                  cache: QueueCache | None = None,

@@ -1,0 +1,114 @@
+"""The ``inputdata`` attribute: the files a grid job processes (reprocessing, concat).
+
+Input data are *not* shipped in the sandbox (that is ``inputfiles``): they are
+names the local jobs open themselves (paths on shared storage, LFNs, URLs).
+Each value of ``inputdata`` is one file, either a bare name or a nested
+sequence whose first element is the name and whose further elements are
+columns that depend on the job type:
+
+* reprocessing: ``(NAME EVENTS [RUN:LUMIS ...])`` -- the file's event count,
+  then its lumi sections, one word per run: ``1:1-10,12`` is run 1, lumis 1 to
+  10 and 12;
+* concat: ``(NAME SIZE [EVENTS])`` -- bytes and events.
+
+RSL: ``(inputdata=(/data/a.root 1200 "1:1-10") (/data/b.root 800 "1:11-20"))``;
+JSON: ``{"inputdata": [["/data/a.root", "1200", "1:1-10"], ...]}``; JDL:
+``InputData = {"/data/a.root", ...}`` (bare names only).
+
+A name must be non-empty and free of white space (local jobs receive the names
+space-separated in ``$JIM_INPUT_FILES``, and one per line in the file named by
+``$JIM_INPUT_FILE_LIST``).  A relative path is made absolute against
+``directory`` (default: the user's home), as GRAM does for the job's files:
+local jobs run in a scratch directory of their own.  Absolute paths and URLs
+(``root://...``) are kept as written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from jim.errors import InvalidAttribute
+
+_COUNT = re.compile(r"[0-9]+\Z")
+_LUMIS = re.compile(r"([0-9]+):([0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)\Z")
+LIST_DIR = "jim-inputdata"
+"""Sandbox directory holding one file list per local job (``<k>.txt``)."""
+
+
+@dataclass(frozen=True)
+class InputEntry:
+    """One value of ``inputdata``: the name and its further columns, as written."""
+
+    name: str
+    columns: tuple[str, ...] = ()
+
+
+def entries(desc) -> list[InputEntry]:
+    """The ``inputdata`` values of ``desc``; refuses an empty list, bad names and nesting."""
+    out = []
+    directory = desc.get("directory") or os.path.expanduser("~")
+    for value in desc.attrs.get("inputdata", []):
+        if isinstance(value, str):
+            name, columns = value, ()
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            name, columns = value[0], tuple(value[1:])
+        else:
+            raise InvalidAttribute(f"inputdata: each value must be a name or (NAME ...), got {value!r}")
+        name = name.strip()
+        if not name or any(c.isspace() for c in name) or "\0" in name:
+            raise InvalidAttribute(f"inputdata: {name!r} is not a usable file name (empty or with white space)")
+        if not name.startswith("/") and "://" not in name:
+            name = os.path.normpath(os.path.join(directory, name))
+        out.append(InputEntry(name, tuple(c.strip() for c in columns)))
+    if not out:
+        raise InvalidAttribute("this job type needs inputdata=<the files to process>")
+    return out
+
+
+def count(entry: InputEntry, column: int, what: str) -> int | None:
+    """Column ``column`` (0-based, after the name) as a non-negative integer, or None if absent."""
+    if len(entry.columns) <= column:
+        return None
+    text = entry.columns[column]
+    if not _COUNT.match(text):
+        raise InvalidAttribute(f"inputdata {entry.name}: {what} must be a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def lumis(entry: InputEntry, start: int) -> tuple[tuple[int, int], ...]:
+    """The ``RUN:LUMIS`` columns from ``start`` on, as ``(run, lumi)`` pairs in order."""
+    pairs: list[tuple[int, int]] = []
+    for word in entry.columns[start:]:
+        match = _LUMIS.match(word)
+        if not match:
+            raise InvalidAttribute(f"inputdata {entry.name}: lumi sections must look like RUN:1-10,12, "
+                                   f"got {word!r}")
+        run = int(match.group(1))
+        for part in match.group(2).split(","):
+            first, _, last = part.partition("-")
+            a, b = int(first), int(last or first)
+            if b < a:
+                raise InvalidAttribute(f"inputdata {entry.name}: lumi range {part} runs backwards")
+            if b - a > 1_000_000:
+                raise InvalidAttribute(f"inputdata {entry.name}: lumi range {part} is implausibly long")
+            pairs.extend((run, lumi) for lumi in range(a, b + 1))
+    return tuple(pairs)
+
+
+def slice_env(files) -> dict[str, str]:
+    """``JIM_INPUT_FILES`` (space-separated) for a local job reading ``files``."""
+    return {"JIM_INPUT_FILES": " ".join(files)}
+
+
+def list_name(index: int) -> str:
+    """The sandbox path of local job ``index``'s file list."""
+    return f"{LIST_DIR}/{index}.txt"
+
+
+def add_file_lists(plan, area) -> None:
+    """Put each local job's input list into the sandbox (``jim-inputdata/<k>.txt``)."""
+    for k, s in enumerate(plan.slices):
+        files = s.env.get("JIM_INPUT_FILES", "").split()
+        area.add_bytes(list_name(k), "".join(f + "\n" for f in files).encode())

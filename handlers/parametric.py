@@ -1,0 +1,181 @@
+"""``parametric``: one local job per parameter value, DIRAC style, with ``$name`` substitution.
+
+The sequences and the substitution are :mod:`jim.split.parametric`'s:
+
+* ``parameters`` -- a count N, or an explicit list of values;
+  ``parameterstart``/``parameterstep``/``parameterfactor`` generate
+  ``p[0] = start``, ``p[i] = p[i-1] * factor + step`` (defaults 1, 0, 1), exact
+  decimal arithmetic: ``(parameters=4)(parameterstart=0.1)(parameterstep=0.2)``
+  gives 0.1, 0.3, 0.5, 0.7;
+* named sequences ``parameters.<name>`` (lists, or a count from the unnamed
+  one with ``parameterstart.<name>`` ...) of the same length run alongside.
+
+Every attribute is expanded per local job: ``$Parameter``/``${Parameter}``
+(the unnamed value), ``${Parameter.<name>}``, ``$ParameterNumber`` (0-based
+index), ``$SplitID`` (the index zero-padded to the width of N-1) and
+``$SplitSourceJob`` (the grid job id).  ``$$`` is a literal ``$``: write
+``$$HOME`` to hand ``$HOME`` to a shell.  An unresolved placeholder is an
+error at submit.
+
+What varies per local job: ``executable``, ``arguments`` (its argv),
+``environment`` (its environment), ``jobname`` (recorded on its slice),
+``outputs`` and ``inputfiles`` (the grid job records the union of the
+expanded values: each local job's own files carry its value in their names,
+and the wrapper adds the local job's index).  Every other attribute must
+expand to the same value for all local jobs (it belongs to the grid job);
+the recorded description holds that expanded value.
+
+Each slice records ``parameterNumber`` and ``splitId``; its parameters
+(``Parameter`` and each named value) are recorded as ``<param>`` and reach the
+local job as ``$JIM_PARAM_Parameter``, ``$JIM_PARAM_<name>``.  N is bounded by
+the option ``max_jobs`` (default 100, DIRAC's MaxParametricJobs), the user's
+``maxlocaljobs`` and the site's ``max_local_jobs``; ``count`` must be 1.
+The binding constraint is ``parameters``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from jim.errors import InvalidAttribute, PlanError
+from jim.handlers.base import Handler, LocalSlice, Plan
+from jim.jobdesc import JobDescription
+
+_SEQUENCE_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")
+#: Attributes that may differ between the local jobs of one grid job.
+PER_JOB = frozenset({"executable", "arguments", "environment", "jobname", "outputs", "inputfiles"})
+#: Attributes whose expanded values are united into the grid job's description.
+UNITED = ("outputs", "inputfiles")
+DRY_RUN_ID = "DRYRUN"
+
+
+class ParametricHandler(Handler):
+    """Parametric jobs: one local job per parameter value, $Parameter substituted everywhere."""
+
+    name = "parametric"
+    attributes = {
+        "parameters": "parametric jobs: a count or a list of values",
+        "parameterstart": "parametric jobs: first value",
+        "parameterstep": "parametric jobs: step between values",
+        "parameterfactor": "parametric jobs: factor between values",
+    }
+    options = {"max_jobs": 100}
+
+    @classmethod
+    def accepted_attributes(cls, desc: JobDescription) -> set[str]:
+        named = {a for a in desc.attrs if "." in a and a.partition(".")[0] in _SEQUENCE_ATTRS}
+        return set(cls.attributes) | named
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._argv: dict[int, list[str]] = {}
+
+    def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
+        from jim.split.parametric import parse_parameters
+
+        if desc.get_int("count", 1, minimum=1) != 1:
+            raise InvalidAttribute("parametric jobs take the number of local jobs from parameters; "
+                                   "count must be 1")
+        if not any(a.partition(".")[0] in _SEQUENCE_ATTRS for a in desc.attrs):
+            raise InvalidAttribute("parametric jobs need parameters=<count or list of values>")
+        limit, why = self._limit(desc)
+        try:
+            sequences = parse_parameters(desc.attrs, max_jobs=limit)
+        except ValueError as e:
+            if "more than the limit" in str(e):
+                raise PlanError(f"{e} ({why})") from None
+            raise InvalidAttribute(f"parametric job: {e}") from None
+        n = len(sequences[0].values) if sequences else 0
+        children = self._children(desc)
+        self._unite(desc, children)
+        slices = []
+        for child in children:
+            d = child.description
+            self._argv[child.index] = self._argv_of(d, desc)
+            params = {}
+            if child.parameter is not None:
+                params["Parameter"] = child.parameter
+            for name, value in child.named:
+                if name.lower() == "parameter":
+                    raise InvalidAttribute("a named parameter sequence may not be called Parameter")
+                params[name] = value
+            env = {}
+            for pair in d.get("environment", []):
+                if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+                    raise InvalidAttribute(f"environment entries must be (NAME value) pairs, got {pair!r}")
+                env[pair[0]] = pair[1]
+            attrs: dict[str, Any] = {"parameterNumber": child.index, "splitId": child.split_id}
+            if d.get("jobname") != desc.attrs.get("jobname"):
+                attrs["jobname"] = " ".join(v for v in d["jobname"] if isinstance(v, str))
+            slices.append(LocalSlice(attrs=attrs, params=params, env=env))
+        shown = [c.parameter if not c.named else
+                 "(" + ", ".join(([c.parameter] if c.parameter is not None else []) + [v for _, v in c.named]) + ")"
+                 for c in children]
+        listing = ", ".join(shown[:8]) + (f", ... ({n - 8} more)" if n > 8 else "")
+        names = ", ".join((["Parameter"] if children[0].parameter is not None else [])
+                          + [f"Parameter.{name}" for name, _ in children[0].named])
+        return Plan(slices, "parameters", f"{n} local jobs, one per parameter value ({names}: {listing})",
+                    attrs={"unit": "parameters", "total": n,
+                           "sequences": " ".join(s.name or "Parameter" for s in sequences or ())})
+
+    def _limit(self, desc: JobDescription) -> tuple[int, str]:
+        """The most local jobs allowed, and why: the option, the user's or the site's cap."""
+        cap, cap_why = self.max_local_jobs(desc)
+        option_max = int(self.opts["max_jobs"])
+        if option_max < cap:
+            return max(option_max, 1), "the site's max_jobs for parametric jobs"
+        return cap, cap_why.replace("-", " ")
+
+    def _children(self, desc: JobDescription):
+        from jim.split.parametric import split_parametric
+
+        try:
+            return split_parametric(desc.attrs, source_job=self.grid_job_id or DRY_RUN_ID,
+                                    max_jobs=self._limit(desc)[0])
+        except ValueError as e:
+            raise InvalidAttribute(f"parametric job: {e}") from None
+
+    @staticmethod
+    def _unite(desc: JobDescription, children) -> None:
+        """Grid-wide attributes must not vary; record their expanded value, and unite ``outputs``/``inputfiles``."""
+        generated = {"Parameter", "ParameterNumber", "SplitID", "SplitSourceJob"}
+        first = children[0].description
+        for attr, value in first.items():
+            if attr in generated or attr.startswith("Parameter."):
+                continue
+            if attr in UNITED:
+                union: list = []
+                for child in children:
+                    for v in child.description.get(attr, []):
+                        if v not in union:
+                            union.append(v)
+                desc.attrs[attr] = union
+            elif attr not in PER_JOB:
+                if any(child.description.get(attr) != value for child in children[1:]):
+                    raise InvalidAttribute(f"attribute {attr} belongs to the whole grid job and may not depend "
+                                           f"on the parameter (only {', '.join(sorted(PER_JOB))} may)")
+                desc.attrs[attr] = value
+
+    def _argv_of(self, d: dict, desc: JobDescription) -> list[str]:
+        exe = d.get("executable") or []
+        if len(exe) != 1 or not isinstance(exe[0], str) or not exe[0]:
+            raise InvalidAttribute("the job description has no executable", gram_error=81)
+        path = exe[0]
+        if not os.path.isabs(path) and "/" in path:
+            directory = desc.get("directory") or os.path.expanduser("~")
+            path = os.path.normpath(os.path.join(directory, path))
+        args = d.get("arguments", [])
+        if not all(isinstance(a, str) for a in args):
+            raise InvalidAttribute("attribute arguments must be a list of words, not a nested list")
+        return [path, *args]
+
+    def prepareWorkArea(self, desc, plan, area) -> None:
+        self.add_input_files(desc, area)
+
+    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
+        index = int(local.attrs["parameterNumber"])
+        if index not in self._argv:  # a fresh handler: expand again (deterministic)
+            for child in self._children(desc):
+                self._argv[child.index] = self._argv_of(child.description, desc)
+        return list(self._argv[index])

@@ -1,0 +1,233 @@
+"""``reprocessing``: process existing input files, split by files, events or lumi sections.
+
+The files come from ``inputdata`` (see :mod:`jim.handlers.inputdata`):
+``NAME`` or ``(NAME EVENTS [RUN:LUMIS ...])``.  ``splitting`` (or the option
+of the same name, default ``files``) picks the splitter from :mod:`jim.split`:
+
+``files`` (:func:`jim.split.files.split_files`, WMCore FileBased)
+    ``filesperjob`` files per local job (binding ``user-files-per-job``), else
+    the option ``files_per_job`` (``default-files-per-job``).  When that makes
+    more local jobs than allowed and the user did not insist, the jobs grow to
+    ``ceil(files / cap)`` files (``max-local-jobs``).
+``events`` (:func:`jim.split.events.split_event_files`, WMCore EventBased)
+    every file needs its EVENTS; no local job spans two files.  Events per job
+    as for montecarlo (:meth:`Handler.event_budget`: ``eventsperjob``, else
+    ``cpuperevent`` against the site's and the queue's limits, else the
+    default).  ``JIM_FIRST_EVENT``/``JIM_LAST_EVENT`` are 1-based positions in
+    the file, inclusive; a file with 0 events still gets one local job, with
+    ``JIM_LAST_EVENT`` empty.
+``lumis`` (:func:`jim.split.lumis.split_lumis`, WMCore LumiBased)
+    ``lumisperjob`` lumi sections per job (else the option ``lumis_per_job``);
+    files need their RUN:LUMIS.
+``eventaware`` (:func:`jim.split.eventaware.split_event_aware`)
+    whole lumi sections, about ``eventsperjob`` events per job (or what fits the
+    time limit with ``cpuperevent``); a lumi section whose estimate alone is
+    over the time limit becomes a local job **failed on creation** with the
+    reason, never submitted.
+
+``lumimask`` (CMS JSON ``{"run": [[first, last], ...]}``) and ``runwhitelist``
+select lumi sections in the two lumi modes.  Options ``split_on_run`` (default
+true) and ``halt_on_file_boundaries`` (default false) shape them.
+
+Each local job gets ``JIM_INPUT_FILES`` (space-separated), ``JIM_INPUT_FILE_LIST``
+(a file in its working directory, one name per line) and, per mode,
+``JIM_FIRST_EVENT``/``JIM_LAST_EVENT``/``JIM_EVENTS`` or ``JIM_LUMI_MASK``
+(CMS JSON of its lumi sections) and ``JIM_RUNS``.  With ``files_as_arguments =
+true`` the files are also appended to its arguments.  With ``cpuperevent`` and
+known event counts every slice records ``estSeconds`` and the plan
+``timeLimit``/``timeLimitBy``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from jim.errors import InvalidAttribute, PlanError
+from jim.handlers import inputdata
+from jim.handlers.base import Handler, LocalSlice, Plan
+from jim.jobdesc import JobDescription
+
+MODES = ("files", "events", "lumis", "eventaware")
+
+
+class ReprocessingHandler(Handler):
+    """Reprocessing of input files: split by files, events or lumi sections."""
+
+    name = "reprocessing"
+    attributes = {
+        "inputdata": "files to process: NAME, or (NAME EVENTS [RUN:LUMIS ...])",
+        "splitting": "how to split: files (default), events, lumis or eventaware",
+        "filesperjob": "input files per local job (splitting=files)",
+        "lumisperjob": "lumi sections per local job (splitting=lumis)",
+        "lumimask": "good lumi sections as CMS JSON: {\"run\": [[first, last], ...]}",
+        "runwhitelist": "only these runs (lumi splitting)",
+    }
+    options = {"splitting": "files", "files_per_job": 10, "lumis_per_job": 10, "default_events_per_job": 0,
+               "balanced": True, "split_on_run": True, "halt_on_file_boundaries": False, "safety": 0.8,
+               "files_as_arguments": False}
+
+    def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
+        self.executable_argv(desc)
+        mode = (desc.get("splitting") or str(self.opts["splitting"])).strip().lower()
+        if mode not in MODES:
+            raise InvalidAttribute(f"splitting must be one of {', '.join(MODES)}, got {mode!r}")
+        entries = inputdata.entries(desc)
+        cap, cap_why = self.max_local_jobs(desc)
+        cpe = desc.get_float("cpuperevent", None, positive=True)
+        seconds = cpe / self.cpu_power() if cpe is not None else None
+        try:
+            if mode == "files":
+                plan = self._by_files(desc, entries, cap, cap_why)
+            elif mode == "events":
+                plan = self._by_events(desc, entries, cap)
+            else:
+                plan = self._by_lumis(desc, entries, cap, mode)
+        except ValueError as e:
+            if "more than the limit" in str(e):
+                raise PlanError(f"{e} ({cap_why.replace('-', ' ')})") from None
+            raise InvalidAttribute(f"{mode} splitting: {e}") from None
+        for k, s in enumerate(plan.slices):
+            s.env["JIM_INPUT_FILE_LIST"] = inputdata.list_name(k)
+            events = s.attrs.get("events", s.attrs.get("estimatedEvents"))
+            if seconds is not None and events is not None and "estSeconds" not in s.attrs:
+                s.attrs["estSeconds"] = f"{float(events) * seconds:.0f}"
+        plan.attrs.update({"unit": mode, "inputFiles": len(entries)})
+        if seconds is not None:
+            limit = self.time_limit(float(self.opts["safety"]))
+            plan.attrs.update(limit.record())
+            estimates = [float(s.attrs["estSeconds"]) for s in plan.slices
+                         if "estSeconds" in s.attrs and not s.failed_on_creation]
+            if estimates:
+                plan.attrs["estSecondsPerJob"] = f"{max(estimates):.0f}"
+                over = " -- OVER the limit" if max(estimates) > limit.seconds else ""
+                plan.explanation += (f"; longest local job about {max(estimates):.0f} s against "
+                                     f"{limit.describe()}{over}")
+        return plan
+
+    # -- the four modes ----------------------------------------------------------------
+    def _by_files(self, desc, entries, cap, cap_why) -> Plan:
+        from jim.split.files import split_files
+
+        names = [e.name for e in entries]
+        user = desc.get_int("filesperjob", None, minimum=1)
+        per_job, binding = (user, "user-files-per-job") if user else \
+            (int(self.opts["files_per_job"]), "default-files-per-job")
+        if math.ceil(len(names) / per_job) > cap and user is None:
+            per_job, binding = math.ceil(len(names) / cap), "max-local-jobs"
+        events = {e.name: inputdata.count(e, 0, "events") for e in entries}
+        slices = []
+        for s in split_files(names, per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap):
+            attrs = {"files": s.count, "inputFiles": " ".join(s.files)}
+            if all(events[f] is not None for f in s.files):
+                attrs["events"] = sum(events[f] for f in s.files)  # type: ignore[misc]
+            slices.append(LocalSlice(attrs=attrs, env=inputdata.slice_env(s.files)))
+        largest = max(s.attrs["files"] for s in slices)
+        return Plan(slices, binding, f"{len(names)} input files in {len(slices)} local jobs of up to {largest} "
+                                     f"files (binding: {binding.replace('-', ' ')})",
+                    attrs={"total": len(names), "perJob": per_job})
+
+    def _by_events(self, desc, entries, cap) -> Plan:
+        from jim.split.events import EventFile, split_event_files
+
+        files = []
+        for e in entries:
+            n = inputdata.count(e, 0, "events")
+            if n is None:
+                raise InvalidAttribute(f"splitting=events needs every file's event count: (NAME EVENTS), "
+                                       f"missing for {e.name}")
+            files.append(EventFile(e.name, n))
+        budget = self.event_budget(desc, safety=float(self.opts["safety"]),
+                                   default_per_job=self._default_events())
+        pieces = split_event_files(files, budget.per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap)
+        slices = []
+        for p in pieces:
+            attrs = {"inputFiles": p.file, "files": 1, "firstEvent": p.first,
+                     "lastEvent": "" if p.last is None else p.last, "events": p.count}
+            est = budget.estimate(p.count)
+            if est is not None:
+                attrs["estSeconds"] = f"{est:.0f}"
+            env = {**inputdata.slice_env([p.file]), "JIM_FIRST_EVENT": str(p.first),
+                   "JIM_LAST_EVENT": "" if p.last is None else str(p.last), "JIM_EVENTS": str(p.count)}
+            slices.append(LocalSlice(attrs=attrs, env=env))
+        total = sum(f.events for f in files)
+        return Plan(slices, budget.binding,
+                    f"{total} events in {len(files)} input files, {len(slices)} local jobs of up to "
+                    f"{budget.per_job} events, none spanning two files (binding: {budget.binding.replace('-', ' ')})",
+                    attrs={"total": total, "perJob": budget.per_job,
+                           "cpuPerEvent": f"{budget.cpu_per_event:g}" if budget.cpu_per_event else None})
+
+    def _by_lumis(self, desc, entries, cap, mode) -> Plan:
+        from jim.split.eventaware import split_event_aware
+        from jim.split.lumis import LumiFile, split_lumis
+
+        files = [LumiFile(e.name, inputdata.lumis(e, 1), inputdata.count(e, 0, "events") or 0) for e in entries]
+        if not any(f.lumis for f in files):
+            raise InvalidAttribute(f"splitting={mode} needs the files' lumi sections: (NAME EVENTS RUN:LUMIS ...)")
+        common = {"split_on_run": bool(self.opts["split_on_run"]),
+                  "halt_on_file_boundaries": bool(self.opts["halt_on_file_boundaries"]),
+                  "lumi_mask": self._lumi_mask(desc), "run_whitelist": self._run_whitelist(desc), "max_jobs": cap}
+        if mode == "lumis":
+            user = desc.get_int("lumisperjob", None, minimum=1)
+            per_job, binding = (user, "user-lumis-per-job") if user else \
+                (int(self.opts["lumis_per_job"]), "default-lumis-per-job")
+            pieces = split_lumis(files, per_job, **common)
+            what = f"up to {per_job} lumi sections"
+        else:
+            budget = self.event_budget(desc, safety=float(self.opts["safety"]),
+                                       default_per_job=self._default_events())
+            per_job, binding = budget.per_job, budget.binding
+            pieces = split_event_aware(files, per_job, time_per_event=budget.seconds_per_event or 0.0,
+                                       job_time_limit=budget.limit.seconds if budget.seconds_per_event else None,
+                                       **common)
+            what = f"about {per_job} events of whole lumi sections"
+        slices = []
+        for p in pieces:
+            mask = json.dumps({str(r): v for r, v in p.mask().items()}, separators=(",", ":"))
+            attrs = {"files": len(p.files), "inputFiles": " ".join(p.files), "lumis": p.count,
+                     "runs": " ".join(map(str, p.runs)), "estimatedEvents": f"{p.estimated_events:g}"}
+            env = {**inputdata.slice_env(p.files), "JIM_LUMI_MASK": mask, "JIM_RUNS": " ".join(map(str, p.runs))}
+            slices.append(LocalSlice(attrs=attrs, env=env, failed_on_creation=p.failed_on_creation))
+        failed = sum(1 for s in slices if s.failed_on_creation)
+        expl = (f"{sum(s.attrs['lumis'] for s in slices)} lumi sections of {len(files)} input files in "
+                f"{len(slices)} local jobs of {what} (binding: {binding.replace('-', ' ')})")
+        if failed:
+            expl += f"; {failed} lumi section(s) too long for the time limit failed on creation"
+        return Plan(slices, binding, expl, attrs={"perJob": per_job, "failedOnCreation": failed or None})
+
+    # -- helpers -----------------------------------------------------------------------
+    def _default_events(self) -> int:
+        return int(self.opts["default_events_per_job"]) or self.site.default_events_per_job
+
+    @staticmethod
+    def _lumi_mask(desc):
+        text = desc.get("lumimask")
+        if text is None:
+            return None
+        try:
+            mask = json.loads(text)
+        except ValueError as e:
+            raise InvalidAttribute(f"lumimask is not JSON: {e}") from None
+        if not isinstance(mask, dict):
+            raise InvalidAttribute("lumimask must be a JSON object: {\"run\": [[first, last], ...]}")
+        return mask
+
+    @staticmethod
+    def _run_whitelist(desc):
+        runs = desc.values("runwhitelist")
+        if not runs:
+            return None
+        try:
+            return [int(r, 10) for r in runs]
+        except ValueError:
+            raise InvalidAttribute(f"runwhitelist must be run numbers, got {' '.join(runs)}") from None
+
+    def prepareWorkArea(self, desc, plan, area) -> None:
+        self.add_input_files(desc, area)
+        inputdata.add_file_lists(plan, area)
+
+    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
+        argv = self.executable_argv(desc)
+        if self.opts["files_as_arguments"]:
+            argv += local.env.get("JIM_INPUT_FILES", "").split()
+        return argv

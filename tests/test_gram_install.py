@@ -162,10 +162,19 @@ def test_warns_when_mapped_users_cannot_run_jim(root, tmp_path, capsys):
     assert f"directory {hidden} is not searchable by other users" in out
 
 
-def test_rsl_extensions_are_all_declared():
-    rvf = (Path(gram.__file__).parent / "jim.rvf").read_text()
+def test_rsl_extensions_are_all_declared(root):
+    assert run(root) == 0
+    rvf = (root / "usr/share/globus/globus_gram_job_manager/jim.rvf").read_text()
     for name in gram.RSL_EXTENSIONS:
         assert f"\nAttribute: {name}\n" in rvf
+    # one source of truth: jim's own attributes and every job type's
+    from jim.handlers import discover
+    from jim.jobdesc import JIM_ATTRIBUTES
+    for name in JIM_ATTRIBUTES:
+        assert f"\nAttribute: {name}\n" in rvf
+    for cls in discover().values():
+        for name in getattr(cls, "attributes", {}):
+            assert f"\nAttribute: {name}\n" in rvf or "." in name
 
 
 # ------------------------------------------------------------------ the wrapper, for real

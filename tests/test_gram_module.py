@@ -25,6 +25,7 @@ import re
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,8 @@ from jim.gram import RSL_EXTENSIONS
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = REPO / "jim" / "gram" / "jim.pm"
-RVF = REPO / "jim" / "gram" / "jim.rvf"
+RVF = Path(tempfile.mkdtemp(prefix="jim-rvf-")) / "jim.rvf"
+RVF.write_text(__import__("jim.gram", fromlist=["render_rvf"]).render_rvf())
 STUB = REPO / "tests" / "services" / "gram" / "stub-jim"
 SCRIPT = Path("/usr/share/globus/globus-job-manager-script.pl")
 PERL_BASE = Path("/usr/share/perl5/Globus/GRAM/JobManager.pm")

@@ -159,8 +159,22 @@ def _exit_code(field: str) -> int | None:
 
 
 def parse_sacct(text: str) -> dict[str, BatchStatus]:
-    """Final (or current) states of jim's array tasks from ``sacct -n -X -P -o SACCT_FIELDS``."""
+    """States of jim's array tasks from ``sacct -n -X -P -o SACCT_FIELDS``, by batch id.
+
+    Slurm hands ids out again, so one id may have several records: the most
+    recently submitted one is kept (callers still check its tag).
+    """
     out: dict[str, BatchStatus] = {}
+    for jobid, st in parse_sacct_rows(text):
+        old = out.get(jobid)
+        if old is None or (st.submitted or 0) >= (old.submitted or 0):
+            out[jobid] = st
+    return out
+
+
+def parse_sacct_rows(text: str) -> list[tuple[str, BatchStatus]]:
+    """Every record of jim's array tasks, in sacct's order: (batch id, status)."""
+    out: list[tuple[str, BatchStatus]] = []
     for line in text.splitlines():
         f = _split(line.strip(), 9)
         if f is None:
@@ -174,9 +188,9 @@ def parse_sacct(text: str) -> dict[str, BatchStatus]:
         jim_state = STATE_MAP.get(word)
         if jim_state is None:
             continue
-        out[jobid] = BatchStatus(jim_state, exit_code=_exit_code(exitcode) if jim_state.terminal else None,
-                                 reason=state, native=state, evidence=Evidence.ACCOUNTING,
-                                 tag=f"{tag[0]}.{tag[1] + int(task)}", submitted=_slurm_time(submit))
+        out.append((jobid, BatchStatus(jim_state, exit_code=_exit_code(exitcode) if jim_state.terminal else None,
+                                       reason=state, native=state, evidence=Evidence.ACCOUNTING,
+                                       tag=f"{tag[0]}.{tag[1] + int(task)}", submitted=_slurm_time(submit))))
     return out
 
 
@@ -329,6 +343,15 @@ class SlurmAdapter(Adapter):
             return len(tasks) + 1  # unknown: name the tasks
         return max(len(tasks), sum(1 for b in cached.statuses if b.partition("_")[0] == array_id))
 
+    def free_slots(self) -> int | None:
+        """Idle CPUs of the partition (or the cluster): ``sinfo -h -o %C`` prints allocated/idle/other/total."""
+        argv = ["sinfo", "-h", "-o", "%C"] + (["-p", self.opts["partition"]] if self.opts["partition"] else [])
+        try:
+            lines = self.run(argv, error=QueryError, transient=_transient).stdout.split()
+            return sum(int(line.split("/")[1]) for line in lines) if lines else None
+        except (QueryError, IndexError, ValueError):
+            return None
+
     # -- reconcile -------------------------------------------------------------------
     def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
         wanted = set(tags)
@@ -342,7 +365,7 @@ class SlurmAdapter(Adapter):
                     "-S", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 7 * 86400))]
             try:
                 proc = self.run(argv, error=QueryError, transient=_transient)
-                for bid, st in parse_sacct(proc.stdout).items():
+                for bid, st in parse_sacct_rows(proc.stdout):  # by tag: an id may be someone else's too
                     if st.tag in wanted and st.tag not in found:
                         found[st.tag] = bid
             except QueryError as e:

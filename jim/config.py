@@ -97,6 +97,18 @@ class Deadlines:
 
 
 @dataclass(frozen=True)
+class AdvertiseConfig:
+    """``jim advertise``: where the site's ClassAd goes (see jim.advertise)."""
+
+    collector: str = ""
+    """host[:port] of the HTCondor collector; "" = only print the ad."""
+    name: str = ""
+    """the ad's Name; "" = the site's name."""
+    contact: str = ""
+    """the contact string grid jobs are submitted to (e.g. the gatekeeper's), put in the ad."""
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     site: SiteLimits = SiteLimits()
@@ -105,6 +117,7 @@ class Config:
     deadlines: Deadlines = Deadlines()
     handlers: dict[str, dict[str, Any]] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
+    advertise: AdvertiseConfig = AdvertiseConfig()
     source: str = "built-in defaults"
 
     def handler_options(self, name: str) -> dict[str, Any]:
@@ -146,7 +159,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] |
     """A Config from an already-parsed TOML document."""
     env = os.environ if env is None else env
     data = dict(data)
-    allowed = {"jim", "site", "batch", "monitor", "deadlines", "handlers", "resources"}
+    allowed = {"jim", "site", "batch", "monitor", "deadlines", "handlers", "resources", "advertise"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
@@ -162,8 +175,9 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] |
         home = _expand("~/.jim")
     batch_table = dict(data.get("batch", {}))
     adapter = batch_table.pop("adapter", "fork")
-    if adapter not in ADAPTERS:
-        raise ConfigError(f"{source}: [batch] adapter must be one of {', '.join(ADAPTERS)}, got {adapter!r}")
+    from jim.adapters import ADAPTERS as KNOWN  # names and aliases (gridengine, torque, htcondor, ...)
+    if adapter not in KNOWN:
+        raise ConfigError(f"{source}: [batch] adapter must be one of {', '.join(sorted(KNOWN))}, got {adapter!r}")
     site = _section(SiteLimits, data.get("site", {}), "[site]")
     if site.max_local_jobs < 1:
         raise ConfigError("[site].max_local_jobs must be at least 1")
@@ -182,6 +196,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] |
         deadlines=_section(Deadlines, data.get("deadlines", {}), "[deadlines]"),
         handlers={k: dict(v) for k, v in handlers.items()},
         resources=dict(data.get("resources", {})),
+        advertise=_section(AdvertiseConfig, data.get("advertise", {}), "[advertise]"),
         source=source,
     )
 

@@ -101,7 +101,16 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
             continue
         unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING]
         if unsure:
-            found = adapter.find_by_tag(job_id, unsure)
+            try:
+                found = adapter.find_by_tag(job_id, unsure)
+            except JimError as e:
+                if not e.transient:
+                    raise
+                # cannot tell what the batch system has: never resubmit blind, ask again later
+                log.warning("cannot reconcile %d local jobs by tag yet (%s); retrying", len(unsure), e.message)
+                time.sleep(config.monitor.interval)
+                job = db.read(job_id)
+                continue
             if found:
                 log.info("reconciled %d local jobs found by tag: %s", len(found), sorted(found))
                 by_tag = {f"{job_id}.{lj.index}": lj.index for lj in waiting}
@@ -162,7 +171,11 @@ def submit_with_reconcile(adapter, chunk, log, attempts: int = 3) -> dict[int, s
             log.warning("submit attempt %d failed (%s); reconciling by tag before retrying", attempt, e.message)
             time.sleep(delay)
             delay *= 2
-            found = adapter.find_by_tag(chunk.grid_id, [s.tag for s in remaining])
+            try:
+                found = adapter.find_by_tag(chunk.grid_id, [s.tag for s in remaining])
+            except JimError as q:
+                # the outcome stays unknown: leave the jobs SUBMITTING for the next round
+                raise SubmitError(f"{e.message}; reconcile failed: {q.message}", transient=True) from q
             for spec in remaining:
                 if spec.tag in found:
                     ids[spec.index] = found[spec.tag]
@@ -194,6 +207,10 @@ def run(config: Config, job_id: str) -> int:
         start_monitor(home)
         return 0
     except JimError as e:
+        if e.transient:  # the batch system or a lock will answer later: the next poll restarts us
+            log.warning("worker of %s paused: %s", job_id, e.message)
+            start_monitor(home)
+            return 1
         log.error("worker of %s stopped: %s", job_id, e.message)
         _fail_unsubmitted(db, job_id, e.message, config.site.max_failed_fraction)
         start_monitor(home)

@@ -1,0 +1,1 @@
+["qsub", "-N", "jim.test.0", "s.sh"]

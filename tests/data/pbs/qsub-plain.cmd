@@ -1,0 +1,1 @@
+["qsub", "-N", "jim.rec-plain.0", "-j", "oe", "-o", "WORKDIR/plain.out", "-r", "n", "-q", "debug", "WORKDIR/wait.sh"]

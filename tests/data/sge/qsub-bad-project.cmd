@@ -1,0 +1,1 @@
+["qsub", "-terse", "-t", "1-2", "-P", "nosuchproject", "-wd", "/var/tmp/jim-test-sge/jobs/record", "-o", "/dev/null", "-j", "y", "-N", "jim.20261122-070000-abcdef02.90", "/var/tmp/jim-test-sge/jobs/record/true.sh"]

@@ -182,6 +182,10 @@ class Adapter(abc.ABC):
         """Final states of jobs that left the queue (none by default)."""
         return {}
 
+    def free_slots(self) -> int | None:
+        """How many more local jobs could start now (idle CPUs), for ``jim advertise``; None: unknown."""
+        return None
+
     # -- plumbing -----------------------------------------------------------
     def render(self, template: str, **values: Any) -> str:
         """A job script from ``templates/<template>``, every value quoted for the shell."""

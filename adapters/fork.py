@@ -146,6 +146,18 @@ class ForkAdapter(Adapter):
     def alive(self, batch_id: str) -> bool:
         return _process(batch_id) is not None
 
+    def free_slots(self) -> int | None:
+        """This host's CPUs minus the running local jobs of this user (wrappers: session leaders with JIM_TAG)."""
+        running = 0
+        for p in psutil.process_iter(["uids"]):
+            try:
+                if p.info["uids"] and p.info["uids"].real == os.getuid() and os.getsid(p.pid) == p.pid \
+                        and "JIM_TAG" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
+                    running += 1
+            except (psutil.Error, OSError):
+                continue
+        return max(0, (os.cpu_count() or 1) - running)
+
 
 def wait_gone(batch_ids: list[str], timeout: float) -> bool:
     deadline = time.monotonic() + timeout

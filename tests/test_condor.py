@@ -1,0 +1,461 @@
+"""The HTCondor adapter: submit description (golden), argument quoting, state map,
+hold reasons, history for jobs that left the queue, reconciliation, and grid
+jobs end to end through the CLI, against the fake schedd of ``condor_fake.py``.
+
+If a change to the submit description is intended, regenerate the golden file
+with ``JIM_ACCEPT_GOLDEN=1 pytest tests/test_condor.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import condor_fake
+from conftest import FAST_CONFIG
+from jim.adapters.base import LocalJobSpec, SubmitChunk
+from jim.adapters.condor import (JOB_STATUS, PROJECTION, CondorAdapter, quote_arguments, status_of,
+                                 submit_text)
+from jim.errors import ConfigError, SubmitError
+from jim.paths import Home
+from jim.states import Evidence, LocalState
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+GRID = "20261122-070000-abcdef01"
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("JIM_ACCEPT_GOLDEN") or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; if intended, rerun with JIM_ACCEPT_GOLDEN=1"
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """The fake schedd, enabled in this process; every process it started is killed afterwards."""
+    d = tmp_path / "condor-fake"
+    for k, v in condor_fake.enable({"PYTHONPATH": os.environ.get("PYTHONPATH", "")}, d).items():
+        monkeypatch.setenv(k, v)
+    schedd = condor_fake.FakeSchedd(d)
+    yield schedd
+    schedd.kill_everything()
+
+
+@pytest.fixture
+def adapter(tmp_path, fake):
+    return CondorAdapter(Home(tmp_path / "home").ensure(), {"python": sys.executable})
+
+
+def chunk_for(job_dir: Path, indices, **kw) -> SubmitChunk:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    return SubmitChunk(GRID, [LocalJobSpec(k, f"{GRID}.{k}") for k in indices], job_dir=job_dir,
+                       wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
+                       outroot=job_dir / "local", **kw)
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# ---------------------------------------------------------------------------
+# the submit description
+# ---------------------------------------------------------------------------
+
+def test_submit_description_is_golden(tmp_path):
+    a = CondorAdapter(Home(tmp_path).ensure(), {
+        "python": "/usr/bin/python3", "requirements": 'OpSysAndVer == "AlmaLinux9" && Memory >= 2000',
+        "submit_commands": {"request_memory": "2GB", "request_cpus": 1, "+AccountingGroup": '"group_d0.mc"'}})
+    job_dir = Path("/var/lib/jim/user/jobs") / GRID
+    chunk = SubmitChunk(GRID, [LocalJobSpec(k, f"{GRID}.{k}") for k in (3, 4, 5)], job_dir=job_dir,
+                        wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
+                        outroot=job_dir / "local", queue="long", limits={"wall_seconds": 7200})
+    text = str(a.submit_description(chunk, 3))
+    golden("condor-submit.sub", text)
+    desc = a.description(chunk, 3)
+    assert desc["My.JimGridJob"] == f'"{GRID}"' and desc["My.JimOffset"] == "3"
+    assert desc["My.JimTag"] == f'"{GRID}.3"' and desc["My.JimQueue"] == '"long"'
+    assert desc["environment"] == '"JIM_INDEX_ARRAY=$(Process) JIM_BATCH_ID=$(Cluster).$(Process)"'
+    assert "--index-env JIM_INDEX_ARRAY --index-offset 3" in desc["arguments"]
+    assert desc["allowed_job_duration"] == "7200" and desc["request_memory"] == "2GB"
+
+
+HOSTILE = [
+    "plain", "", "two words", "it's", 'say "hi"', "both ' and \"", "''", '""', "$HOME", "${HOME}",
+    "$", "cost $5", "a$b", "$ (x)", "$'('", '$"("', "$)", "back\\slash", "tab\there", "  lead and trail  ", "x;rm -rf /", "`id`", "%s %d",
+    "ünïcødé ✓", "--opt='a b'", "'", "\"", "=", "#not a comment", "[ClassAd]", "{a,b}",
+]
+
+
+@pytest.mark.parametrize("arg", HOSTILE)
+def test_hostile_arguments_round_trip_through_the_submit_language(arg):
+    """quote_arguments, then the real submit language's macro expansion, then HTCondor's V2 parsing."""
+    import htcondor2
+
+    argv = ["--before", arg, "--after"]
+    value = quote_arguments(argv)
+    sub = htcondor2.Submit({"executable": "/bin/true", "arguments": value})
+    assert dict(htcondor2.Submit(f"executable = /bin/true\narguments = {value}\n").items()) == dict(sub.items())
+    assert condor_fake.parse_arguments(sub.expand("arguments")) == argv
+
+
+@pytest.mark.parametrize("arg", ["line\nbreak", "carriage\rreturn", "a$$b", "nul\x00", "$(HOME)", "$(DOLLAR)",
+                                 "$ENV(HOME)", "x$F(y)", "$INT(3)"])
+def test_arguments_the_submit_language_cannot_carry_are_refused(arg):
+    with pytest.raises(ValueError):
+        quote_arguments(["x", arg])
+
+
+def test_a_job_directory_that_cannot_be_described_refuses_the_submit(tmp_path, adapter):
+    chunk = chunk_for(tmp_path / "bad$$dir", [0])
+    with pytest.raises(SubmitError) as e:
+        adapter.submit_chunk(chunk)
+    assert not e.value.transient and "$$" in e.value.message
+
+
+def test_the_fake_parses_arguments_as_the_htcondor_manual_says():
+    """The examples of condor_submit(1) for the new arguments syntax (guards the fake's parser)."""
+    parse = condor_fake.parse_arguments
+    assert parse('"3 simple arguments"') == ["3", "simple", "arguments"]
+    assert parse('"one \'two with spaces\' 3"') == ["one", "two with spaces", "3"]
+    assert parse('"one ""two"" \'spacey \'\'quoted\'\' argument\'"') == ["one", '"two"', "spacey 'quoted' argument"]
+    with pytest.raises(ValueError):
+        parse('"unbalanced \'quote"')
+    with pytest.raises(ValueError):
+        parse('"a" b')
+
+
+def test_submit_text_escapes_dollars():
+    import htcondor2
+
+    sub = htcondor2.Submit({"executable": "/bin/true", "initialdir": submit_text("/x/$Cluster/${HOME}/$")})
+    assert sub.expand("initialdir") == "/x/$Cluster/${HOME}/$"
+    with pytest.raises(ValueError):
+        submit_text("/x/$(Cluster)")
+
+
+# ---------------------------------------------------------------------------
+# options
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("options, words", [
+    ({"python": "python3"}, "absolute path"),
+    ({"submit_commands": "request_memory = 2GB"}, "table"),
+    ({"submit_commands": {"executable": "/bin/evil"}}, "jim sets"),
+    ({"submit_commands": {"+JimTag": '"x"'}}, "jim sets"),
+    ({"submit_commands": {"MY.JimAnything": '"x"'}}, "jim sets"),
+    ({"submit_commands": {"requirements": "true"}}, "requirements option"),
+    ({"submit_commands": {"request_memory": "1\nqueue 100"}}, "one line"),
+    ({"submit_commands": {"bad name": "1"}}, "not a submit command"),
+    ({"requirements": "Memory >="}, "not a ClassAd expression"),
+    ({"nonsense": 1}, "unknown option"),
+])
+def test_bad_options_are_config_errors(tmp_path, options, words):
+    with pytest.raises(ConfigError) as e:
+        CondorAdapter(Home(tmp_path).ensure(), options)
+    assert words in e.value.message
+
+
+def test_the_bindings_are_not_imported_with_jim():
+    code = ("import sys, jim, jim.cli, jim.adapters, jim.adapters.condor; "
+            "print(sorted(m for m in ('htcondor2', 'classad2', 'htcondor', 'classad') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_seam_refuses_a_module_that_is_not_a_fake(tmp_path, monkeypatch):
+    monkeypatch.setenv("JIM_CONDOR_FAKE", "json")
+    a = CondorAdapter(Home(tmp_path).ensure(), {})
+    with pytest.raises(ConfigError) as e:
+        a.schedd()
+    assert "not a fake HTCondor layer" in e.value.message
+
+
+def test_without_the_fake_the_real_bindings_are_used(tmp_path, monkeypatch):
+    """No HTCondor here: the real bindings cannot find a schedd, and a query says so (no news)."""
+    monkeypatch.delenv("JIM_CONDOR_FAKE", raising=False)
+    a = CondorAdapter(Home(tmp_path).ensure(), {})
+    res = a.query(["1.0"])
+    assert not res.ok and res.error.startswith("HTCondor query failed:"), res.error
+
+
+# ---------------------------------------------------------------------------
+# states
+# ---------------------------------------------------------------------------
+
+def ad(**attrs):
+    import classad2
+
+    base = {"ClusterId": 7, "ProcId": 2, "JimGridJob": GRID, "JimOffset": 10, "QDate": 1700000000}
+    return classad2.ClassAd({**base, **attrs})
+
+
+def test_state_map_is_complete_and_right():
+    assert {k: v[1] for k, v in JOB_STATUS.items()} == {
+        1: LocalState.QUEUED, 2: LocalState.RUNNING, 3: LocalState.CANCELLED, 4: LocalState.DONE,
+        5: LocalState.HELD, 6: LocalState.RUNNING, 7: LocalState.SUSPENDED}
+    st = status_of(ad(JobStatus=2, RemoteHost="slot1_3@wn17.example.org"))
+    assert st.state is LocalState.RUNNING and st.host == "wn17.example.org"
+    assert st.tag == f"{GRID}.12" and st.submitted == 1700000000.0 and st.native == "Running (2)"
+    assert status_of(ad(JobStatus=4, ExitCode=0, ExitBySignal=False)).state is LocalState.DONE
+    failed = status_of(ad(JobStatus=4, ExitCode=3, ExitBySignal=False))
+    assert failed.state is LocalState.FAILED and failed.exit_code == 3
+    killed = status_of(ad(JobStatus=4, ExitBySignal=True, ExitSignal=9))
+    assert killed.state is LocalState.FAILED and killed.exit_code == 137 and "signal 9" in killed.reason
+    removed = status_of(ad(JobStatus=3, RemoveReason="via condor_rm (by user admin)"))
+    assert removed.state is LocalState.CANCELLED and "condor_rm" in removed.reason
+    assert status_of(ad(JobStatus=99)) is None  # unknown: a warning, never a guess
+    assert status_of(ad(JobStatus=2, JimGridJob=None)).tag is None
+
+
+def test_hold_reason_is_recorded():
+    st = status_of(ad(JobStatus=5, HoldReason="Error from slot1@wn3: Failed to execute '/x': No such file",
+                      HoldReasonCode=6, HoldReasonSubCode=2))
+    assert st.state is LocalState.HELD
+    assert st.reason == "Error from slot1@wn3: Failed to execute '/x': No such file (HoldReasonCode 6, subcode 2)"
+
+
+def test_scripted_states_through_one_projected_query(tmp_path, fake, adapter):
+    condor_fake.set_scenario(fake.state.dir, rules=[
+        {"when": "ProcId == 0", "hold": {"reason": "Job exceeded allowed_job_duration", "code": 46}},
+        {"when": "ProcId == 1", "status": 6},
+        {"when": "ProcId == 2", "status": 7},
+        {"when": "ProcId == 3", "idle": True},
+        {"when": "ProcId == 4", "exit": {"code": 0}, "leave_in_queue": True},
+        {"when": "ProcId == 5", "exit": {"signal": 11}, "leave_in_queue": True},
+    ])
+    ids = adapter.submit_chunk(chunk_for(tmp_path / "job", range(6)))
+    assert ids == {k: f"1.{k}" for k in range(6)}
+    res = adapter.query(list(ids.values()))
+    assert res.ok
+    states = {b: (s.state, s.exit_code) for b, s in res.statuses.items()}
+    assert states == {"1.0": (LocalState.HELD, None), "1.1": (LocalState.RUNNING, None),
+                      "1.2": (LocalState.SUSPENDED, None), "1.3": (LocalState.QUEUED, None),
+                      "1.4": (LocalState.DONE, 0), "1.5": (LocalState.FAILED, 139)}
+    assert res.statuses["1.0"].reason == "Job exceeded allowed_job_duration (HoldReasonCode 46)"
+    assert all(res.statuses[f"1.{k}"].tag == f"{GRID}.{k}" for k in range(6))
+    queries = fake.calls("query")
+    assert len(queries) == 1 and queries[0]["projection"] == PROJECTION
+    assert queries[0]["constraint"].startswith("JimGridJob =!= undefined && Owner == ")
+
+
+def test_query_failure_is_no_news(adapter, fake):
+    condor_fake.set_scenario(fake.state.dir, query_error="Failed to connect to schedd")
+    res = adapter.query(["1.0"])
+    assert not res.ok and "Failed to connect to schedd" in res.error
+
+
+# ---------------------------------------------------------------------------
+# submit, history, cancel, reconcile (in process, real jobs)
+# ---------------------------------------------------------------------------
+
+def write_wrapper(job_dir: Path, body: str = "") -> None:
+    """A stand-in wrapper: exits with its index (from the environment HTCondor gives it)."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "wrapper.py").write_text(
+        "import os, sys, time\n"
+        "i = int(os.environ['JIM_INDEX_ARRAY']) + int(sys.argv[sys.argv.index('--index-offset') + 1])\n"
+        f"{body}\n"
+        "print('local job', i, 'batch id', os.environ['JIM_BATCH_ID'], 'path', os.environ.get('PATH'))\n"
+        "sys.exit(i)\n")
+
+
+def test_one_transaction_per_run_of_local_jobs(tmp_path, fake, adapter):
+    job_dir = tmp_path / "job"
+    chunk = chunk_for(job_dir, [0, 1, 2, 7, 8])
+    write_wrapper(job_dir)
+    ids = adapter.submit_chunk(chunk)
+    assert ids == {0: "1.0", 1: "1.1", 2: "1.2", 7: "2.0", 8: "2.1"}
+    submits = fake.calls("submit")
+    assert [(s["cluster"], s["count"]) for s in submits] == [(1, 3), (2, 2)]
+    assert submits[1]["description"]["My.JimOffset"] == "7"
+    # the jobs ran for real, left the queue, and are found in the history
+    wait_for(lambda: not fake.jobs(), what="the jobs to leave the queue")
+    res = adapter.query(list(ids.values()))
+    assert res.ok and res.statuses == {}
+    acct = adapter.accounting(list(ids.values()))
+    assert {b: (s.state, s.exit_code, s.evidence) for b, s in acct.items()} == {
+        "1.0": (LocalState.DONE, 0, Evidence.ACCOUNTING), "1.1": (LocalState.FAILED, 1, Evidence.ACCOUNTING),
+        "1.2": (LocalState.FAILED, 2, Evidence.ACCOUNTING), "2.0": (LocalState.FAILED, 7, Evidence.ACCOUNTING),
+        "2.1": (LocalState.FAILED, 8, Evidence.ACCOUNTING)}
+    assert acct["2.1"].tag == f"{GRID}.8"
+    hist = fake.calls("history")[-1]
+    assert hist["match"] == 5 and "member(ProcId, {0, 1, 2})" in hist["constraint"]
+    out = (job_dir / "batch" / "condor-2.1.out").read_text()
+    assert out.strip() == "local job 8 batch id 2.1 path None"  # a clean environment, as HTCondor gives
+
+
+def test_cancel_removes_and_the_jobs_get_sigterm(tmp_path, fake, adapter):
+    job_dir = tmp_path / "job"
+    write_wrapper(job_dir, "import signal\n"
+                  "signal.signal(signal.SIGTERM, lambda *a: (open(os.environ['TMPDIR'] + '/../../term.' + str(i),"
+                  " 'w').close(), sys.exit(143)))\n"
+                  "open(os.environ['TMPDIR'] + '/../../ready.' + str(i), 'w').close()\ntime.sleep(60)")
+    ids = adapter.submit_chunk(chunk_for(job_dir, range(3)))
+    wait_for(lambda: len(list(fake.state.dir.glob("ready.*"))) == 3, what="three running jobs")
+    adapter.cancel(list(ids.values()), 1.0)
+    res = adapter.query(list(ids.values()))
+    assert all(s.state is LocalState.CANCELLED for s in res.statuses.values())
+    wait_for(lambda: not fake.jobs(), what="the removed jobs to leave the queue")
+    assert sorted(p.name for p in fake.state.dir.glob("term.*")) == ["term.0", "term.1", "term.2"]
+    acct = adapter.accounting(list(ids.values()))
+    assert all(s.state is LocalState.CANCELLED and "Python-initiated" in s.reason for s in acct.values())
+    assert fake.calls("act")[0]["job_spec"] == ["1.0", "1.1", "1.2"]
+
+
+def test_find_by_tag_in_queue_and_history(tmp_path, fake, adapter):
+    condor_fake.set_scenario(fake.state.dir, rules=[{"when": "ProcId == 0", "exit": {"code": 0}},
+                                                   {"when": "ProcId > 0", "idle": True}])
+    adapter.submit_chunk(chunk_for(tmp_path / "job", range(3)))
+    adapter.query([])  # lets the scripted job 0 complete
+    found = adapter.find_by_tag(GRID, [f"{GRID}.0", f"{GRID}.2", f"{GRID}.9"])
+    assert found == {f"{GRID}.0": "1.0", f"{GRID}.2": "1.2"}
+    assert fake.calls("history")[-1]["since"].startswith("EnteredCurrentStatus < ")
+
+
+def test_refused_submit_is_permanent_and_creates_nothing(tmp_path, fake, adapter):
+    condor_fake.set_scenario(fake.state.dir, submit_error="Submit validation failed: request_disk is invalid")
+    with pytest.raises(SubmitError) as e:
+        adapter.submit_chunk(chunk_for(tmp_path / "job", range(2)))
+    assert not e.value.transient and "request_disk is invalid" in e.value.message
+    assert fake.jobs() == {}
+
+
+def test_lost_answer_after_commit_is_transient_and_found_by_tag(tmp_path, fake, adapter):
+    condor_fake.set_scenario(fake.state.dir, submit_error_after_commit="Failed to receive reply: connection reset",
+                             rules=[{"when": "true", "idle": True}])
+    with pytest.raises(SubmitError) as e:
+        adapter.submit_chunk(chunk_for(tmp_path / "job", range(2)))
+    assert e.value.transient
+    assert adapter.find_by_tag(GRID, [f"{GRID}.0", f"{GRID}.1"]) == {f"{GRID}.0": "1.0", f"{GRID}.1": "1.1"}
+
+
+def test_free_slots_from_the_collector(adapter, fake):
+    condor_fake.set_scenario(fake.state.dir, slots=[
+        {"Name": "slot1@a", "Cpus": 6, "State": "Unclaimed", "Activity": "Idle"},
+        {"Name": "slot2@a", "Cpus": 2, "State": "Claimed", "Activity": "Busy"},
+        {"Name": "slot1@b", "Cpus": 1, "State": "Unclaimed", "Activity": "Idle"}])
+    assert adapter.free_slots() == 7
+    condor_fake.set_scenario(fake.state.dir, collector_error="Failed communication with collector.")
+    assert adapter.free_slots() is None
+
+
+# ---------------------------------------------------------------------------
+# grid jobs end to end, through the CLI (worker and monitor are subprocesses)
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def cjim(jim_env, tmp_path):
+    fake_dir = tmp_path / "condor-fake"
+    jim_env.env = condor_fake.enable(jim_env.env, fake_dir)
+    jim_env.config.write_text(FAST_CONFIG + f'\n[batch]\nadapter = "condor"\npython = "{sys.executable}"\n'
+                              f'cache_interval = 0.5\nchunk_size = 4\n')
+    jim_env.fake = condor_fake.FakeSchedd(fake_dir)
+    yield jim_env
+    jim_env.fake.kill_everything()
+
+
+def test_grid_job_end_to_end(cjim):
+    job = cjim.submit('&(executable=/bin/sh)(arguments=-c "echo hello from $JIM_INDEX")(count=10)')
+    out = cjim.wait(job, timeout=60)
+    assert out["JOB_STATE"] == "DONE", cjim.run("status", job).stdout
+    st = cjim.status(job)
+    assert [lj["state"] for lj in st["localJobs"]] == ["DONE"] * 10
+    assert {lj["batchId"] for lj in st["localJobs"]} == {f"{c}.{p}" for c, n in ((1, 4), (2, 4), (3, 2))
+                                                        for p in range(n)}
+    submits = cjim.fake.calls("submit")
+    assert [s["count"] for s in submits] == [4, 4, 2]  # chunk_size 4: one transaction per chunk
+    # one projected query per interval for everything (never one per job)
+    queries = cjim.fake.calls("query")
+    spans = [q["at"] for q in queries if q["constraint"].startswith("JimGridJob =!= undefined")
+             and "&& (" not in q["constraint"]]  # the status query, not a search by tag
+    assert len(spans) >= 2
+    assert all(b - a >= 0.45 for a, b in zip(spans, spans[1:])), "more than one query per cache interval"
+    import tarfile
+    with tarfile.open(st["outputTar"]) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/stdout.3.1.3"))
+        assert tar.extractfile(member).read().decode().strip() == "hello from 3"
+
+
+def test_held_job_records_the_hold_reason(cjim):
+    cjim.fake.state.dir.mkdir(parents=True, exist_ok=True)
+    condor_fake.set_scenario(cjim.fake.state.dir, rules=[
+        {"when": "JimOffset + ProcId == 1", "after": 0.5,
+         "hold": {"reason": "Error from slot1@wn3: SHADOW at 10.0.0.1 failed to activate claim", "code": 12}}])
+    job = cjim.submit('&(executable=/bin/sh)(arguments=-c "exit 0")(count=3)')
+
+    def held():
+        lj = cjim.status(job)["localJobs"]
+        return lj if lj[1]["state"] == "HELD" and lj[0]["state"] == "DONE" and lj[2]["state"] == "DONE" else None
+    lj = wait_for(held, timeout=40, what="local job 1 held, the others done")
+    assert lj[1]["reason"] == "Error from slot1@wn3: SHADOW at 10.0.0.1 failed to activate claim (HoldReasonCode 12)"
+    assert cjim.poll(job)["JOB_STATE"] == "SUSPENDED"  # every waiting local job is held
+    out = cjim.protocol("cancel", "--job-id", job)
+    assert out["JOB_STATE"] == "FAILED"
+    assert any(c["job_spec"] == [lj[1]["batchId"]] for c in cjim.fake.calls("act"))
+
+
+def test_jobs_that_left_the_queue_are_settled_from_the_history(cjim):
+    """No wrapper ran (scripted exits), so no exit-code file: the history decides, never silence."""
+    cjim.fake.state.dir.mkdir(parents=True, exist_ok=True)
+    condor_fake.set_scenario(cjim.fake.state.dir, rules=[
+        {"when": "ProcId == 0", "after": 0.5, "exit": {"code": 0}},
+        {"when": "ProcId == 1", "after": 0.5, "exit": {"code": 3}},
+        {"when": "ProcId == 2", "after": 0.5, "exit": {"code": 0}, "vanish": True}])
+    job = cjim.submit('&(executable=/bin/true)(count=3)')
+    out = cjim.wait(job, timeout=40)
+    assert out["JOB_STATE"] == "FAILED"
+    lj = cjim.status(job)["localJobs"]
+    assert (lj[0]["state"], lj[0]["evidence"], lj[0]["exitCode"]) == ("DONE", "accounting", 0)
+    assert (lj[1]["state"], lj[1]["evidence"], lj[1]["exitCode"]) == ("FAILED", "accounting", 3)
+    # gone without a trace: LOST after the grace period, never DONE
+    assert (lj[2]["state"], lj[2]["evidence"]) == ("LOST", "absent-after-grace")
+    assert out["EXIT_CODE"] == "3"
+
+
+def test_refused_submission_fails_the_local_jobs_with_the_reason(cjim):
+    cjim.fake.state.dir.mkdir(parents=True, exist_ok=True)
+    condor_fake.set_scenario(cjim.fake.state.dir, submit_error="Submit validation failed: no such universe")
+    job = cjim.submit('&(executable=/bin/true)(count=2)')
+    out = cjim.wait(job, timeout=30)
+    assert out["JOB_STATE"] == "FAILED"
+    lj = cjim.status(job)["localJobs"]
+    assert all(x["state"] == "FAILED" and "no such universe" in x["reason"] for x in lj)
+
+
+def test_the_fake_catches_a_description_that_smuggles_in_lines(tmp_path, fake):
+    """What the adapter's refusals protect against: the bindings write ``key = value`` lines."""
+    import htcondor2
+
+    (tmp_path / "iwd").mkdir()
+    sub = htcondor2.Submit({"executable": "/bin/true", "initialdir": str(tmp_path / "iwd")})
+    sub["arguments"] = '"a"\nrequirements = false'  # item assignment keeps the newline; the dict form would not
+    with pytest.raises(htcondor2.HTCondorException, match="changed when written out"):
+        fake.submit(sub, count=1)
+    bad = htcondor2.Submit({"executable": "/bin/true", "initialdir": str(tmp_path / "iwd"), "My.JimTag": "a b c"})
+    with pytest.raises(htcondor2.HTCondorException, match="Parse error"):
+        fake.submit(bad, count=1)
+    assert fake.jobs() == {}
+
+
+def test_the_adapter_checks_the_bindings_took_the_description_as_given(tmp_path, monkeypatch):
+    """htcondor2.Submit(dict) parses its values as submit-file lines: the adapter checks nothing was re-read."""
+    a = CondorAdapter(Home(tmp_path).ensure(), {})
+    chunk = chunk_for(tmp_path / "job", [0])
+    desc = a.description(chunk, 0)
+    monkeypatch.setattr(a, "description", lambda c, o: {**desc, "notification": 'never\nrequirements = false'})
+    with pytest.raises(SubmitError) as e:
+        a.submit_description(chunk, 0)
+    assert not e.value.transient and "requirements" in e.value.message

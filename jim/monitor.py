@@ -224,14 +224,22 @@ def _local_dirs(home: Home, job_id: str) -> dict[int, tuple[int, int]]:
 class _Seen:
     """What the monitor last applied to a grid job, so that an unchanged job costs no parse."""
 
-    __slots__ = ("mtime", "batch_ids", "signature")
+    __slots__ = ("mtime", "batch_ids", "signature", "newest")
 
-    def __init__(self, mtime: int, batch_ids: dict[str, int], signature: object):
+    def __init__(self, mtime: int, batch_ids: dict[str, int], signature: object, newest: float = 0.0):
         self.mtime, self.batch_ids, self.signature = mtime, batch_ids, signature
+        self.newest = newest  # when its latest local job was submitted
 
 
 def _active_batch_ids(local_jobs: list[LocalJob]) -> dict[str, int]:
     return {lj.batch_id: lj.index for lj in local_jobs if lj.batch_id and not lj.state.terminal}
+
+
+
+
+
+def _newest(local_jobs: list[LocalJob]) -> float:
+    return max((lj.entered(LocalState.QUEUED) or 0.0 for lj in local_jobs), default=0.0)
 
 
 def refresh(config: Config, db: Database, adapter, *, now: float | None = None,
@@ -265,7 +273,8 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None,
                 job = db.read(job_id)
             except JimError:
                 continue
-            seen = memo[job_id] = _Seen(mtimes[job_id], _active_batch_ids(job.local_jobs()), None)
+            locals_ = job.local_jobs()
+            seen = memo[job_id] = _Seen(mtimes[job_id], _active_batch_ids(locals_), None, _newest(locals_))
         batch_ids += seen.batch_ids
     result = adapter.query_cached(batch_ids) if batch_ids else QueryResult(ok=True)
     if result.ok:
@@ -277,6 +286,10 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None,
     if result.ok:
         # absent from the queue, or ended there: the accounting records say how (one sacct for all)
         absent = [b for b in batch_ids if result.lookup(b) is None or result.lookup(b).state.terminal]
+        # a (cached) answer older than a grid job's latest submission says nothing of those jobs
+        too_new = {b for seen in memo.values() if seen.newest > result.at for b in seen.batch_ids
+                   if result.lookup(b) is None}
+        absent = [b for b in absent if b not in too_new]
         if absent:
             unexplained = set(absent) - _with_exit_file(home, memo, absent)
             if unexplained:
@@ -327,7 +340,7 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None,
                 mtime = home.record(job_id).stat().st_mtime_ns
             except FileNotFoundError:
                 mtime = 0
-            memo[job_id] = _Seen(mtime, _active_batch_ids(locals_), signature)
+            memo[job_id] = _Seen(mtime, _active_batch_ids(locals_), signature, _newest(locals_))
             if not rec.state.terminal:
                 active += 1
                 if not rec.cancel_requested and any(

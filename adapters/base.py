@@ -329,6 +329,21 @@ class Adapter(abc.ABC):
             return None
 
 
+def array_spec(tasks) -> str:
+    """``0-3,7,9-10`` from array task ids (the job-array syntax of Slurm, Torque and Grid Engine lists)."""
+    ts = sorted(set(tasks))
+    parts = []
+    start = prev = ts[0]
+    for t in ts[1:] + [None]:
+        if t is not None and t == prev + 1:
+            prev = t
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if t is not None:
+            start = prev = t
+    return ",".join(parts)
+
+
 def _text(b: bytes | str | None) -> str:
     if b is None:
         return ""

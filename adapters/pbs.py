@@ -48,9 +48,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
-from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec
 from jim.errors import CancelError, ConfigError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
 
@@ -572,16 +571,3 @@ class PbsAdapter(Adapter):
         return short_id(bid)
 
 
-def array_spec(tasks: Iterable[int]) -> str:
-    """``0-3,7,9-10`` from task ids (Torque's -t takes lists; PBS Pro's -J only ``a-b``: see submit)."""
-    ts = sorted(set(tasks))
-    parts = []
-    start = prev = ts[0]
-    for t in ts[1:] + [None]:
-        if t is not None and t == prev + 1:
-            prev = t
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if t is not None:
-            start = prev = t
-    return ",".join(parts)

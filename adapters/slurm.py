@@ -25,9 +25,8 @@ import getpass
 import json
 import re
 import time
-from typing import Iterable
 
-from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec
 from jim.errors import CancelError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
 
@@ -89,19 +88,6 @@ def parse_tag_name(name: str) -> tuple[str, int] | None:
     return grid, int(offset)
 
 
-def array_spec(tasks: Iterable[int]) -> str:
-    """``0-3,7,9-10`` from task ids."""
-    ts = sorted(set(tasks))
-    parts = []
-    start = prev = ts[0]
-    for t in ts[1:] + [None]:
-        if t is not None and t == prev + 1:
-            prev = t
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if t is not None:
-            start = prev = t
-    return ",".join(parts)
 
 
 def _split(line: str, n: int) -> list[str] | None:

@@ -411,13 +411,12 @@ def run(config: Config, *, once: bool = False) -> int:
 
 def status_json(job: GridJob) -> dict:
     """What ``jim status --json`` prints for one grid job."""
+    from jim.status import job_summary
+
+    summary, _phases = job_summary(job)
     locals_ = []
-    done_sum = total_sum = 0
     for lj in job.local_jobs():
         prog = [{"name": n, "done": d, "total": t} for n, d, t in lj.progress]
-        for p in prog:
-            done_sum += min(p["done"], p["total"])
-            total_sum += p["total"]
         locals_.append({"index": lj.index, "tag": lj.tag, "state": lj.state.value, "batchId": lj.batch_id,
                         "queue": lj.get("queue"), "submitted": lj.get("submitted"), "started": lj.get("started"),
                         "ended": lj.get("ended"), "exitCode": lj.exit_code, "evidence": lj.evidence,
@@ -425,15 +424,7 @@ def status_json(job: GridJob) -> dict:
                         "slice": lj.slice, "progress": prog,
                         "MasterJobID": lj.get("MasterJobID"), "SplitID": lj.get("SplitID"),
                         "HerdState": lj.get("HerdState")})
-    return {"id": job.id, "state": job.state.name, "exitCode": job.exit_code, "jobtype": job.jobtype,
-            "name": job.get("name"), "owner": job.get("owner"), "adapter": job.get("adapter"),
-            "created": job.get("created"), "updated": job.get("updated"),
-            "cancelRequested": job.cancel_requested, "HerdState": job.get("HerdState"),
-            "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
-            "counts": job.counts(),
-            "progress": {"done": done_sum, "total": total_sum,
-                         "fraction": (done_sum / total_sum) if total_sum else None},
-            "outputTar": job.output_tar, "localJobs": locals_}
+    return {**summary, "localJobs": locals_}
 
 
 def dump(obj) -> str:

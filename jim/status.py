@@ -175,3 +175,30 @@ def render_status(data: dict, *, rows: int = 20, now: float | None = None) -> st
     if len(ordered) > rows:
         lines.append(f"  ... {len(ordered) - rows} more local jobs (jim status {safe(data['id'])} --json for all)")
     return "\n".join(lines) + "\n"
+
+
+def job_summary(job) -> tuple[dict, list[tuple[str, int, int, int]]]:
+    """The grid-job part of ``status_json`` (everything but ``localJobs``), and the totals per phase
+    (name, done, total, local jobs reporting), read straight from the record: the page of a grid
+    job of 10,000 local jobs builds full rows only for the local jobs it shows."""
+    acc: dict[str, list[int]] = {}
+    for p in job.root.iterfind("localjobs/localjob/progress/phase"):
+        a = acc.get(p.get("name"))
+        if a is None:
+            a = acc[p.get("name")] = [0, 0, 0]
+        done, total = int(p.get("done")), int(p.get("total"))
+        a[0] += done if done < total else total  # done counts up to total
+        a[1] += total
+        a[2] += 1
+    done_sum = sum(a[0] for a in acc.values())
+    total_sum = sum(a[1] for a in acc.values())
+    data = {"id": job.id, "state": job.state.name, "exitCode": job.exit_code, "jobtype": job.jobtype,
+            "name": job.get("name"), "owner": job.get("owner"), "adapter": job.get("adapter"),
+            "created": job.get("created"), "updated": job.get("updated"),
+            "cancelRequested": job.cancel_requested, "HerdState": job.get("HerdState"),
+            "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
+            "counts": job.counts(),
+            "progress": {"done": done_sum, "total": total_sum,
+                         "fraction": (done_sum / total_sum) if total_sum else None},
+            "outputTar": job.output_tar}
+    return data, [(name, a[0], a[1], a[2]) for name, a in acc.items()]

@@ -54,6 +54,7 @@ import jinja2
 from jim import __version__
 from jim.db import Database, GridJob, LocalJob
 from jim.errors import JimError, JobNotFound
+from jim.status import job_summary
 from jim.monitor import status_json
 from jim.paths import Home, valid_job_id
 from jim.states import GramState
@@ -147,31 +148,6 @@ class IndexCache:
             return jobs, counts
 
 
-def job_summary(job: GridJob) -> tuple[dict, list[tuple[str, int, int, int]]]:
-    """The grid-job part of ``status_json`` (everything but ``localJobs``), and the totals per phase
-    (name, done, total, local jobs reporting), read straight from the record: the page of a grid
-    job of 10,000 local jobs builds full rows only for the local jobs it shows."""
-    acc: dict[str, list[int]] = {}
-    for p in job.root.iterfind("localjobs/localjob/progress/phase"):
-        a = acc.get(p.get("name"))
-        if a is None:
-            a = acc[p.get("name")] = [0, 0, 0]
-        done, total = int(p.get("done")), int(p.get("total"))
-        a[0] += done if done < total else total  # done counts up to total
-        a[1] += total
-        a[2] += 1
-    done_sum = sum(a[0] for a in acc.values())
-    total_sum = sum(a[1] for a in acc.values())
-    data = {"id": job.id, "state": job.state.name, "exitCode": job.exit_code, "jobtype": job.jobtype,
-            "name": job.get("name"), "owner": job.get("owner"), "adapter": job.get("adapter"),
-            "created": job.get("created"), "updated": job.get("updated"),
-            "cancelRequested": job.cancel_requested, "HerdState": job.get("HerdState"),
-            "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
-            "counts": job.counts(),
-            "progress": {"done": done_sum, "total": total_sum,
-                         "fraction": (done_sum / total_sum) if total_sum else None},
-            "outputTar": job.output_tar}
-    return data, [(name, a[0], a[1], a[2]) for name, a in acc.items()]
 
 
 def _progress(el) -> list[dict]:

@@ -38,3 +38,8 @@ def site_python(tmp: Path) -> str:
     # the borrowed site-packages holds the editable hook's .pth; plain path lines do not run it
     subprocess.run([str(py), "-c", "import compileall, sys; compileall.compile_path(quiet=2)"], check=False)
     return str(py)
+
+
+def jim_command(tmp: Path) -> list[str]:
+    """argv prefix that runs jim exactly as its ``jim`` console script does (no runpy, unlike ``-m``)."""
+    return [site_python(tmp), "-c", "import sys; from jim.cli import main; sys.exit(main())"]

@@ -102,13 +102,14 @@ def main():
     py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-"))
     sys.path.insert(0, str(HERE))
-    from _site_install import site_python
-    jim = [site_python(tmp), "-m", "jim"]
+    from _site_install import jim_command
+    jim = jim_command(tmp)
     cfg = tmp / "jim.toml"
     cfg.write_text(f"[site]\nmax_local_jobs = {max(n, 10000)}\n[monitor]\nidle_exit = 2.0\n")
     base_env = {**os.environ, "JIM_CONFIG": str(cfg)}
 
-    baseline = timed([py, "-c", "pass"], n=args.runs)
+    # the baseline runs in the same environment as jim (the wheel install's venv)
+    baseline = timed([jim[0], "-c", "pass"], n=args.runs)
 
     from jim.locks import SingleInstance
     from jim.paths import Home

@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _site_install import site_python  # noqa: E402
+from _site_install import jim_command, site_python  # noqa: E402
 
 STATE = Path(os.environ.get("JIM_TEST_SLURM_STATE", "/var/tmp/jim-test-slurm"))
 SLURM_CMDS = ("sbatch", "squeue", "sacct", "scancel", "scontrol")
@@ -193,10 +193,10 @@ idle_exit = 600
     from jim.paths import Home
     mon = SingleInstance(Home(home).monitor_lock)
     assert mon.acquire()
-    polls = timed([py, "-m", "jim", "poll", "--job-id", job_id], env={**env, "JIM_HOME": str(home),
+    polls = timed([*jim_command(tmp), "poll", "--job-id", job_id], env={**env, "JIM_HOME": str(home),
                                                                         "JIM_CONFIG": str(cfg)}, n=100)
     mon.release()
-    base = timed([sys.executable, "-c", "pass"], n=100)
+    base = timed([py, "-c", "pass"], n=100)  # same environment as jim
     results["B3 poll with 10000 local jobs"] = {
         "p50 ms": round(statistics.median(polls), 1), "p99 ms": round(pct(polls, 0.99), 1),
         "python3 -c pass p50 ms": round(statistics.median(base), 1),

@@ -71,7 +71,7 @@ class _Protocol:
 
 
 def _fast_poll(args: list[str]) -> int:
-    """``jim poll --job-id ID``: the hot path."""
+    """``jim poll --job-id ID``: the hot path (only ``os``, ``fcntl`` and jim.errors are imported)."""
     job_id = None
     i = 0
     while i < len(args):
@@ -90,16 +90,17 @@ def _fast_poll(args: list[str]) -> int:
     code = 0
     try:
         from jim.errors import JimError, JobNotFound
-        from jim.paths import Home
         try:
             if not job_id:
                 raise JobNotFound("poll needs --job-id ID", gram_error=46)
+            if not _looks_like_job_id(job_id):
+                raise JobNotFound(f"no grid job {job_id!r} (not a jim job id)")
             if os.environ.get("JIM_HOME"):
-                home = Home(os.path.expanduser(os.environ["JIM_HOME"]))
+                home = os.path.expanduser(os.environ["JIM_HOME"])
             else:
                 from jim.config import load
-                home = Home(load().home)
-            summary = _read_summary(home, job_id)
+                home = str(load().home)
+            summary = _read_summary(os.path.join(home, "db", job_id + ".state"), job_id)
             out.emit("JOB_STATE", summary["JOB_STATE"])
             for key in ("EXIT_CODE", "MESSAGE"):
                 if key in summary:
@@ -121,10 +122,18 @@ def _fast_poll(args: list[str]) -> int:
     return code
 
 
-def _read_summary(home, job_id: str) -> dict[str, str]:
+def _looks_like_job_id(job_id: str) -> bool:
+    """The check of :func:`jim.paths.valid_job_id`, without importing re (poll's hot path)."""
+    parts = job_id.split("-")
+    return (len(parts) == 3 and len(parts[0]) == 8 and parts[0].isdigit() and parts[0].isascii()
+            and len(parts[1]) == 6 and parts[1].isdigit() and parts[1].isascii()
+            and 6 <= len(parts[2]) <= 12 and all(c in "0123456789abcdef" for c in parts[2]))
+
+
+def _read_summary(path: str, job_id: str) -> dict[str, str]:
     from jim.errors import JobNotFound
     try:
-        with open(home.summary(job_id)) as f:
+        with open(path) as f:
             text = f.read()
     except FileNotFoundError:
         raise JobNotFound(f"no grid job {job_id}") from None
@@ -136,19 +145,40 @@ def _read_summary(home, job_id: str) -> dict[str, str]:
     return out
 
 
-def _ensure_background(home, job_id: str, summary: dict[str, str]) -> None:
+def _lock_held(path: str) -> bool:
+    """True when another process holds the flock on ``path`` (see jim.locks.SingleInstance)."""
+    import fcntl
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _ensure_background(home: str, job_id: str, summary: dict[str, str]) -> None:
     """Start the monitor (and the worker, if local jobs await submission) when they are not running."""
-    from jim.locks import SingleInstance
+    home = str(home)
+    locks = os.path.join(home, "locks")
+    need_monitor = not _lock_held(os.path.join(locks, "monitor.lock"))
+    need_worker = (summary.get("UNSUBMITTED", "0") != "0" and summary.get("CANCEL") != "1"
+                   and not _lock_held(os.path.join(locks, f"{job_id}.worker.lock")))
+    if not (need_monitor or need_worker):
+        return
     from jim.proc import jim_argv, spawn_detached
 
     env = dict(os.environ)
-    env["JIM_HOME"] = str(home.root)
-    err = str(home.logdir / "background.err")
-    if not SingleInstance(home.monitor_lock).held_elsewhere():
-        spawn_detached(jim_argv("_monitor"), env=env, cwd=str(home.root), stderr=err)
-    if summary.get("UNSUBMITTED", "0") != "0" and summary.get("CANCEL") != "1":
-        if not SingleInstance(home.worker_lock(job_id)).held_elsewhere():
-            spawn_detached(jim_argv("_worker", job_id), env=env, cwd=str(home.root), stderr=err)
+    env["JIM_HOME"] = home
+    err = os.path.join(home, "log", "background.err")
+    if need_monitor:
+        spawn_detached(jim_argv("_monitor"), env=env, cwd=home, stderr=err)
+    if need_worker:
+        spawn_detached(jim_argv("_worker", job_id), env=env, cwd=home, stderr=err)
 
 
 def _log_exception(where: str) -> None:
@@ -320,13 +350,13 @@ def cmd_poll(config, args, out) -> int:  # with -v/-q; normally the fast path an
     from jim.paths import Home
 
     home = Home(config.home)
-    summary = _read_summary(home, args.job_id)
+    summary = _read_summary(str(home.summary(args.job_id)), args.job_id)
     out.emit("JOB_STATE", summary["JOB_STATE"])
     for key in ("EXIT_CODE", "MESSAGE"):
         if key in summary:
             out.emit(key, summary[key])
     if summary["JOB_STATE"] not in ("DONE", "FAILED"):
-        _ensure_background(home, args.job_id, summary)
+        _ensure_background(str(home.root), args.job_id, summary)
     return 0
 
 

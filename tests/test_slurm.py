@@ -26,16 +26,27 @@ SERVICE = REPO / "tests" / "services" / "slurm"
 STATE = Path(os.environ.get("JIM_TEST_SLURM_STATE", "/var/tmp/jim-test-slurm"))
 
 
-def _slurm_env() -> dict[str, str] | None:
+def _slurm_env(wait: float = 90.0) -> dict[str, str] | None:
+    """The environment for the test cluster, or None when it is not running.
+
+    A cluster that is set up but whose controller does not answer may be
+    restarting: it gets ``wait`` seconds to come back before we say no.
+    """
     conf = STATE / "slurm.conf"
     if not conf.exists():
         return None
     env = {**os.environ, "SLURM_CONF": str(conf)}
-    try:
-        ok = subprocess.run([str(SERVICE / "ctl.sh"), "status"], env=env, capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return env if ok.returncode == 0 else None
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            ok = subprocess.run([str(SERVICE / "ctl.sh"), "status"], env=env, capture_output=True, timeout=30)
+            if ok.returncode == 0:
+                return env
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(3)
 
 
 @contextlib.contextmanager

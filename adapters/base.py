@@ -329,6 +329,26 @@ class Adapter(abc.ABC):
             return None
 
 
+#: Every batch job jim submits is named ``jim.<grid job id>.<offset>``: jim's tag, by
+#: which a job is known (never by its batch id alone, which batch systems hand out again).
+NAME_PREFIX = "jim."
+
+
+def tag_name(grid_id: str, offset: int) -> str:
+    """The batch job name of the array (or job) whose first task is local job ``offset``."""
+    return f"{NAME_PREFIX}{grid_id}.{offset}"
+
+
+def parse_tag_name(name: str | None) -> tuple[str, int] | None:
+    """(grid id, offset) from a job name made by :func:`tag_name`, else None."""
+    if not name or not name.startswith(NAME_PREFIX):
+        return None
+    grid, _, offset = name[len(NAME_PREFIX):].rpartition(".")
+    if not grid or not offset.isdigit():
+        return None
+    return grid, int(offset)
+
+
 def array_spec(tasks) -> str:
     """``0-3,7,9-10`` from array task ids (the job-array syntax of Slurm, Torque and Grid Engine lists)."""
     ts = sorted(set(tasks))

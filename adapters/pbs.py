@@ -49,13 +49,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec
+from jim.adapters.base import (Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec,
+                               parse_tag_name, tag_name)
 from jim.errors import CancelError, ConfigError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
 
-NAME_PREFIX = "jim."
 
 _Q, _H, _R, _S = LocalState.QUEUED, LocalState.HELD, LocalState.RUNNING, LocalState.SUSPENDED
 #: a finished job: DONE/FAILED from its exit status, else reported absent (see the module docstring)
@@ -152,18 +152,6 @@ def _why(text: str) -> str:
     return (errors[-1] if errors else lines[0] if lines else "no output")[:300]
 
 
-def tag_name(grid_id: str, offset: int) -> str:
-    return f"{NAME_PREFIX}{grid_id}.{offset}"
-
-
-def parse_tag_name(name: str) -> tuple[str, int] | None:
-    """(grid id, offset) from a job name made by :func:`tag_name`, else None."""
-    if not name.startswith(NAME_PREFIX):
-        return None
-    grid, _, offset = name[len(NAME_PREFIX):].rpartition(".")
-    if not grid or not offset.isdigit():
-        return None
-    return grid, int(offset)
 
 
 def short_id(job_id: str) -> str:

@@ -47,13 +47,13 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
-from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.base import (Adapter, BatchStatus, NAME_PREFIX, QueryResult, SubmitChunk,
+                               parse_tag_name, tag_name)
 from jim.errors import CancelError, ConfigError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
 
-NAME_PREFIX = "jim."
 
 #: Grid Engine state letters -> jim state (the combinations of sge_status(5),
 #: plus those seen on 8.1.9).  d(eletion) E(rror) h(old) q(ueued) w(aiting)
@@ -141,19 +141,6 @@ def _transient(rc: int, stderr: str) -> bool:
     return bool(_TRANSIENT.search(stderr))
 
 
-def tag_name(grid_id: str, offset: int) -> str:
-    """The job name of the array job whose task 1 is local job ``offset``."""
-    return f"{NAME_PREFIX}{grid_id}.{offset}"
-
-
-def parse_tag_name(name: str | None) -> tuple[str, int] | None:
-    """(grid id, offset) from a job name made by :func:`tag_name`, else None."""
-    if not name or not name.startswith(NAME_PREFIX):
-        return None
-    grid, _, offset = name[len(NAME_PREFIX):].rpartition(".")
-    if not grid or not offset.isdigit():
-        return None
-    return grid, int(offset)
 
 
 def runs(values: Iterable[int], limit: int | None = None) -> list[list[int]]:

@@ -26,13 +26,13 @@ import json
 import re
 import time
 
-from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec
+from jim.adapters.base import (Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec,
+                               parse_tag_name, tag_name)
 from jim.errors import CancelError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
 
 SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%j|%k"
 SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment"
-NAME_PREFIX = "jim."
 
 #: Slurm state -> jim state.  Terminal Slurm states only say how the job
 #: ended; the exit code comes from the wrapper's file or from accounting.
@@ -74,18 +74,6 @@ def _transient(rc: int, stderr: str) -> bool:
     return bool(_TRANSIENT.search(stderr))
 
 
-def tag_name(grid_id: str, offset: int) -> str:
-    return f"{NAME_PREFIX}{grid_id}.{offset}"
-
-
-def parse_tag_name(name: str) -> tuple[str, int] | None:
-    """(grid id, offset) from a job name made by :func:`tag_name`, else None."""
-    if not name.startswith(NAME_PREFIX):
-        return None
-    grid, _, offset = name[len(NAME_PREFIX):].rpartition(".")
-    if not grid or not offset.isdigit():
-        return None
-    return grid, int(offset)
 
 
 

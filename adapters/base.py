@@ -182,6 +182,40 @@ class Adapter(abc.ABC):
         """Final states of jobs that left the queue (none by default)."""
         return {}
 
+    def batch_id_from_started(self, info: dict[str, Any]) -> str | None:
+        """The batch id a wrapper wrote into its ``started`` file, in this adapter's form; None: unusable."""
+        bid = info.get("batch_id")
+        return bid if isinstance(bid, str) and bid.strip() else None
+
+    def reconcile(self, grid_id: str, tags: list[str]) -> dict[str, str]:
+        """tag -> batch id for those of ``tags`` that were submitted: what :meth:`find_by_tag` finds,
+        then what the wrappers say.
+
+        A local job can leave the queue before the batch system's accounting
+        shows it (Grid Engine flushes its accounting file every few seconds,
+        slurmdbd is fed asynchronously): neither the queue nor the accounting
+        knows it then.  But it ran, so its wrapper wrote ``OUT/started`` with
+        the batch id.  The files are read *after* the batch system was asked:
+        a job the query missed because it had already finished has its file
+        by then.  Raises what :meth:`find_by_tag` raises.
+        """
+        found = dict(self.find_by_tag(grid_id, tags))
+        for tag in tags:
+            if tag in found:
+                continue
+            try:
+                index = int(tag.rsplit(".", 1)[1])
+                info = json.loads((self.home.local_dir(grid_id, index) / "started").read_text())
+            except (IndexError, ValueError, OSError):
+                continue
+            bid = self.batch_id_from_started(info) if isinstance(info, dict) else None
+            if bid is None:
+                log.warning("local job %s started but its wrapper reported no usable batch id (%r)",
+                            tag, info.get("batch_id") if isinstance(info, dict) else info)
+                continue
+            found[tag] = bid
+        return found
+
     def free_slots(self) -> int | None:
         """How many more local jobs could start now (idle CPUs), for ``jim advertise``; None: unknown."""
         return None

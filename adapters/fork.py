@@ -17,7 +17,6 @@ of its own (so it outlives the jim call that started it), identified by
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -133,15 +132,14 @@ class ForkAdapter(Adapter):
                 # the wrapper is the session leader; its children inherit JIM_TAG
                 if os.getsid(p.pid) == p.pid:
                     found[tag] = f"{p.pid}:{p.info['create_time']:.3f}"
-        for tag in wanted - set(found):
-            index = tag.rsplit(".", 1)[-1]
-            started = self.home.local_dir(grid_id, int(index)) / "started"
-            try:
-                info = json.loads(started.read_text())
-                found[tag] = f"{int(info['pid'])}:{_UNKNOWN_START}"
-            except (OSError, ValueError, KeyError):
-                continue
         return found
+
+    def batch_id_from_started(self, info) -> str | None:
+        """A wrapper that is gone (its start time unknown): its pid."""
+        try:
+            return f"{int(info['pid'])}:{_UNKNOWN_START}"
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def alive(self, batch_id: str) -> bool:
         return _process(batch_id) is not None

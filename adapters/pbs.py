@@ -536,26 +536,12 @@ class PbsAdapter(Adapter):
         for bid, tag, _rec in jim_records(self._qstat(), self.flavour, self.user):
             if tag in wanted:  # in any state, finished ones too
                 found[tag] = bid
-        for tag in sorted(wanted - set(found)):
-            bid = self._started_as(grid_id, tag)
-            if bid:
-                found[tag] = bid
         return found
 
-    def _started_as(self, grid_id: str, tag: str) -> str | None:
-        """The batch id a local job's wrapper recorded when it started (it ran, so it was submitted)."""
-        index = tag.rpartition(".")[2]
-        if not index.isdigit() or not tag.startswith(f"{grid_id}."):
-            return None
-        try:
-            data = json.loads((self.home.local_dir(grid_id, int(index)) / "started").read_text())
-        except (OSError, ValueError):
-            return None
-        bid = str(data.get("batch_id") or "")
-        if not bid:
-            return None
-        if "_" in bid and not self.flavour.array_option:
-            return None  # a Slurm array task id: not something qsub made
+    def batch_id_from_started(self, info) -> str | None:
+        bid = super().batch_id_from_started(info)
+        if bid is None or ("_" in bid and not self.flavour.array_option):
+            return None  # none, or a Slurm array task id: not something qsub made
         return short_id(bid)
 
 

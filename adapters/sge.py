@@ -193,8 +193,9 @@ def _parser():
     return _PARSER
 
 
-def parse_qstat(xml: str | bytes) -> dict[str, BatchStatus]:
-    """Statuses of jim's array tasks from ``qstat -xml -g d``, keyed ``"<job id>.<task>"``.
+def qstat_tasks(xml: str | bytes):
+    """``(batch id, tag, native state, fields)`` of every jim array task in ``qstat -xml -g d``,
+    whatever its state.
 
     Raises ``ValueError`` when the text is not qstat's XML (a query that says
     nothing, not one that says "no jobs").
@@ -208,8 +209,8 @@ def parse_qstat(xml: str | bytes) -> dict[str, BatchStatus]:
         raise ValueError(f"qstat printed no valid XML: {e}") from None
     if root.tag != "job_info":
         raise ValueError(f"qstat printed XML whose root is <{root.tag}>, not <job_info>")
-    out: dict[str, BatchStatus] = {}
     tags: dict[str | None, tuple[str, int] | None] = {}  # job name -> parsed tag (tasks share a name)
+    out = []
     for jl in root.iter("job_list"):
         f = {c.tag: c.text for c in jl}
         name = f.get("JB_name")
@@ -218,20 +219,31 @@ def parse_qstat(xml: str | bytes) -> dict[str, BatchStatus]:
         job = f.get("JB_job_number") or ""
         if tag is None or not task.isdigit() or not job.isdigit():
             continue  # not jim's, or a folded task range (we always ask with -g d)
-        native = (f.get("state") or "").strip()
+        out.append((f"{job}.{task}", f"{tag[0]}.{tag[1] + int(task) - 1}", (f.get("state") or "").strip(), f))
+    return out
+
+
+def parse_qstat(xml: str | bytes) -> dict[str, BatchStatus]:
+    """Statuses of jim's array tasks from ``qstat -xml -g d``, keyed ``"<job id>.<task>"``.
+
+    A task in a state not in :data:`STATE_MAP` is left out (and logged).
+    Raises ``ValueError`` as :func:`qstat_tasks` does.
+    """
+    out: dict[str, BatchStatus] = {}
+    for bid, tag, native, f in qstat_tasks(xml):
         state = STATE_MAP.get(native)
         if state is None:
-            log.warning("unknown Grid Engine state %r for %s.%s: left out of the answer", native, job, task)
+            log.warning("unknown Grid Engine state %r for %s: left out of the answer", native, bid)
             continue
         reason = None
         if state is LocalState.HELD:
+            job = bid.partition(".")[0]
             reason = _ERROR_REASON.format(native=native, job=job) if "E" in native else f"held ({native})"
         elif state is LocalState.CANCELLED:
             reason = f"being deleted ({native}: qdel)"
         queue = f.get("queue_name")
         host = queue.partition("@")[2] or None if queue else None
-        out[f"{job}.{task}"] = BatchStatus(state, None, reason, native, Evidence.BATCH, host,
-                                           f"{tag[0]}.{tag[1] + int(task) - 1}")
+        out[bid] = BatchStatus(state, None, reason, native, Evidence.BATCH, host, tag)
     return out
 
 
@@ -528,12 +540,12 @@ class SgeAdapter(Adapter):
         # (retried: a failure here stops the worker that asks, so ride out a short qmaster blip)
         proc = self.retrying(self.run, self.qstat_argv(), error=QueryError, transient=_transient)
         try:
-            statuses = parse_qstat(proc.stdout)
+            tasks = qstat_tasks(proc.stdout)
         except ValueError as e:
             raise QueryError(str(e), transient=True) from None
-        for bid, st in statuses.items():
-            if st.tag in wanted:
-                found[st.tag] = bid
+        for bid, tag, _native, _f in tasks:
+            if tag in wanted:  # in any state, one jim cannot map too: it exists, never submit it again
+                found[tag] = bid
         if wanted - set(found) and not _BAD_NAME.search(grid_id):
             # array jobs already gone from qstat: their accounting records, by name
             # (records in the order the jobs ended: a later one of the same tag wins)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import getpass
 import json
+import logging
 import re
 import time
 
@@ -30,6 +31,8 @@ from jim.adapters.base import (Adapter, BatchStatus, QueryResult, SubmitChunk, a
                                parse_tag_name, tag_name)
 from jim.errors import CancelError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
+
+log = logging.getLogger("jim.adapters")
 
 SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%j|%k"
 SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment"
@@ -90,9 +93,10 @@ def _split(line: str, n: int) -> list[str] | None:
     return parts
 
 
-def parse_squeue(text: str) -> dict[str, BatchStatus]:
-    """Statuses of jim's array tasks from ``squeue -o SQUEUE_FORMAT`` output."""
-    out: dict[str, BatchStatus] = {}
+def squeue_tasks(text: str) -> list[tuple[str, str, str, str]]:
+    """``(batch id, tag, native state, reason)`` of every jim array task in ``squeue -o SQUEUE_FORMAT``
+    output, whatever its state."""
+    out = []
     for line in text.splitlines():
         f = _split(line.strip(), 8)
         if f is None:
@@ -101,16 +105,25 @@ def parse_squeue(text: str) -> dict[str, BatchStatus]:
         tag = parse_tag_name(name)
         if tag is None or not task.isdigit():
             continue  # not jim's, or a folded pending range (we always ask with -r)
+        out.append((f"{array_id}_{task}", f"{tag[0]}.{tag[1] + int(task)}", state, reason))
+    return out
+
+
+def parse_squeue(text: str) -> dict[str, BatchStatus]:
+    """Statuses of jim's array tasks from ``squeue -o SQUEUE_FORMAT`` output.
+
+    A task in a state not in :data:`STATE_MAP` is left out (and logged).
+    """
+    out: dict[str, BatchStatus] = {}
+    for bid, tag, state, reason in squeue_tasks(text):
         jim_state = STATE_MAP.get(state.split()[0] if state else "")
         if jim_state is None:
-            import logging
-            logging.getLogger("jim.adapters").warning("unknown Slurm state %r for %s_%s", state, array_id, task)
+            log.warning("unknown Slurm state %r for %s: left out of the answer", state, bid)
             continue
         if jim_state is LocalState.QUEUED and reason in _HELD_REASONS:
             jim_state = LocalState.HELD
-        out[f"{array_id}_{task}"] = BatchStatus(jim_state, reason=None if reason == "None" else reason,
-                                                native=state, evidence=Evidence.BATCH,
-                                                tag=f"{tag[0]}.{tag[1] + int(task)}")
+        out[bid] = BatchStatus(jim_state, reason=None if reason == "None" else reason,
+                               native=state, evidence=Evidence.BATCH, tag=tag)
     return out
 
 
@@ -331,9 +344,9 @@ class SlurmAdapter(Adapter):
         wanted = set(tags)
         found: dict[str, str] = {}
         proc = self.run(self.squeue_argv(), error=QueryError, transient=_transient)
-        for bid, st in parse_squeue(proc.stdout).items():
-            if st.tag in wanted:
-                found[st.tag] = bid
+        for bid, tag, _state, _reason in squeue_tasks(proc.stdout):
+            if tag in wanted:  # in any state, one jim cannot map too: it exists, never submit it again
+                found[tag] = bid
         if wanted - set(found):
             argv = ["sacct", "-n", "-X", "-P", "-o", SACCT_FIELDS, "-u", self.user,
                     "-S", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 7 * 86400))]

@@ -294,7 +294,7 @@ def cancel(config: Config, job_id: str) -> GramState:
     adapter = get_adapter(config, home)
     job = db.read(job_id)
     unsure = [lj.tag for lj in job.local_jobs() if lj.state is LocalState.SUBMITTING and not lj.batch_id]
-    found = adapter.find_by_tag(job_id, unsure) if unsure else {}
+    found = adapter.reconcile(job_id, unsure) if unsure else {}
     batch_ids = {lj.index: lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id}
     for lj in job.local_jobs():
         if lj.tag in found:

@@ -102,7 +102,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
         unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING]
         if unsure:
             try:
-                found = adapter.find_by_tag(job_id, unsure)
+                found = adapter.reconcile(job_id, unsure)
             except JimError as e:
                 if not e.transient:
                     raise
@@ -172,7 +172,7 @@ def submit_with_reconcile(adapter, chunk, log, attempts: int = 3) -> dict[int, s
             time.sleep(delay)
             delay *= 2
             try:
-                found = adapter.find_by_tag(chunk.grid_id, [s.tag for s in remaining])
+                found = adapter.reconcile(chunk.grid_id, [s.tag for s in remaining])
             except JimError as q:
                 # the outcome stays unknown: leave the jobs SUBMITTING for the next round
                 raise SubmitError(f"{e.message}; reconcile failed: {q.message}", transient=True) from q

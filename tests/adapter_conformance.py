@@ -161,7 +161,8 @@ class AdapterConformance:
                           env={"JIM_FAULT": "worker-after-submit"})
         out = cjim.wait(job, timeout=self.turnaround * 3)
         assert out["JOB_STATE"] == "DONE", cjim.run("status", job).stdout
-        assert sorted(int(x) for x in ledger.read_text().split()) == list(range(8))
+        ran = sorted(int(x) for x in ledger.read_text().split())
+        assert ran == list(range(8)), f"local jobs run: {ran}\n{cjim.run('status', job).stdout}"
 
     def test_query_failure_is_no_news_and_degrades(self, cjim, tmp_path):
         if self.query_command is None:

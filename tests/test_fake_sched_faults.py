@@ -154,7 +154,25 @@ def test_slow_submit_that_went_through_is_not_submitted_again(fjim, fake):
     w.assert_no_regressions()
 
 
-def test_duplicate_rows_change_nothing(fjim, fake):
+def test_submit_reconciled_while_the_jobs_are_known_to_neither_queue_nor_accounting(fjim, fake):
+    """sbatch times out, the short tasks run and leave squeue at once, and slurmdbd is behind:
+    reconciling finds them by their wrappers' ``started`` files, never submits them again."""
+    fjim.config.write_text(config(command_timeout=3))
+    fake.set_faults(slow_submit={"seconds": 10, "count": 1}, min_job_age=0, accounting_lag=3600)
+    ledger = fjim.home.parent / "ledger"
+    ledger.write_text("")
+    job = fjim.submit(f'&(executable=/bin/sh)(arguments=-c "echo $JIM_INDEX >> {ledger}")(count=6)')
+    w = Watch(fjim, job)
+    out, st = w.until_end(timeout=60)
+    assert out["JOB_STATE"] == "DONE", fjim.run("status", job).stdout
+    assert len(fake.submissions(f"jim.{job}.")) == 1, "the array was submitted twice"
+    assert sorted(int(x) for x in ledger.read_text().split()) == list(range(6))
+    assert {lj["batchId"] for lj in st["localJobs"]} == {f"{fake.submissions(f'jim.{job}.')[0]['submitted']}_{k}"
+                                                         for k in range(6)}
+    assert {lj["evidence"] for lj in st["localJobs"]} == {"wrapper-exit-file"}
+
+
+
     fake.set_faults(duplicate=-1)
     job = fjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 1; exit $((JIM_INDEX == 2 ? 5 : 0))")(count=5)')
     w = Watch(fjim, job)

@@ -303,7 +303,7 @@ def test_cancel_ignores_jobs_already_gone_but_not_errors(tmp_path):
     assert e.value.transient
 
 
-def test_find_by_tag_uses_qstat_then_the_wrappers_started_file(tmp_path):
+def test_reconcile_uses_qstat_then_the_wrappers_started_file(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_in(bin_dir, "qstat", f'cat {tmp_path / "qstat.out"}')
@@ -315,7 +315,8 @@ def test_find_by_tag_uses_qstat_then_the_wrappers_started_file(tmp_path):
     local = a.home.local_dir(G, 2)
     local.mkdir(parents=True)
     (local / "started").write_text(json.dumps({"batch_id": "43", "pid": 1}))
-    found = a.find_by_tag(G, [f"{G}.0", f"{G}.1", f"{G}.2", f"{G}.3"])
+    assert a.find_by_tag(G, [f"{G}.2"]) == {}  # qstat alone does not know it
+    found = a.reconcile(G, [f"{G}.0", f"{G}.1", f"{G}.2", f"{G}.3"])
     # 0 has ended (C, listed anyway), 1 runs, 2 left qstat but its wrapper ran, 3 was never submitted
     assert found == {f"{G}.0": "41", f"{G}.1": "42", f"{G}.2": "43"}
 

@@ -219,6 +219,16 @@ def test_unknown_state_is_left_out_never_guessed(caplog):
     assert "unknown Grid Engine state 'Xyz'" in caplog.text
 
 
+def test_find_by_tag_sees_a_task_in_a_state_jim_cannot_map(adapter, replay, tmp_path, monkeypatch):
+    """Status leaves such a task out; reconciling must not: it exists, so it is never submitted again."""
+    xml = recorded("qstat-mix").replace("<state>hqw</state>", "<state>Xyz</state>", 1)
+    (tmp_path / "qstat.xml").write_text(xml)
+    real_run = subprocess.run
+    monkeypatch.setattr("jim.adapters.base.subprocess.run",
+                        lambda argv, **kw: real_run(["cat", str(tmp_path / "qstat.xml")], **kw))
+    assert adapter.find_by_tag(G2, [f"{G2}.0"]) == {f"{G2}.0": f"{job('held')}.1"}
+
+
 def test_every_state_in_recordings_is_mapped():
     import re
     for path in DATA.glob("qstat-*.out"):
@@ -390,6 +400,19 @@ def test_find_by_tag_asks_qstat_then_qacct_by_name(adapter, replay):
     assert fake.calls[1] == ["qacct", "-o", adapter.user, "-j", f"jim.{G3}.*"]
     replay(qstat="qstat-empty", qacct="qacct-by-name-none")
     assert adapter.find_by_tag(G3, [f"{G3}.0"]) == {}
+
+
+def test_reconcile_knows_a_task_that_left_qstat_before_its_accounting_record(adapter, replay):
+    """Grid Engine writes its accounting file a few seconds after a task leaves qstat: in between
+    only the wrapper's ``started`` file says that the task was submitted (and ran)."""
+    replay(qstat="qstat-empty", qacct="qacct-by-name-none")
+    local = adapter.home.local_dir(G3, 4)
+    local.mkdir(parents=True)
+    (local / "started").write_text(json.dumps({"pid": 7, "batch_id": "812.5"}) + "\n")
+    assert adapter.find_by_tag(G3, [f"{G3}.4", f"{G3}.5"]) == {}
+    assert adapter.reconcile(G3, [f"{G3}.4", f"{G3}.5"]) == {f"{G3}.4": "812.5"}
+    (local / "started").write_text(json.dumps({"pid": 7, "batch_id": ""}) + "\n")  # unusable: not found
+    assert adapter.reconcile(G3, [f"{G3}.4"]) == {}
 
 
 def test_find_by_tag_with_qmaster_down_raises(adapter, replay):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jim.adapters.base import LocalJobSpec, SubmitChunk
-from jim.adapters.slurm import (STATE_MAP, SlurmAdapter, array_spec, parse_sacct, parse_squeue,
+from jim.adapters.slurm import (STATE_MAP, SlurmAdapter, array_spec, parse_sacct, parse_squeue, squeue_tasks,
                                 parse_tag_name, tag_name)
 from jim.paths import Home
 from jim.states import Evidence, LocalState
@@ -103,6 +103,8 @@ def test_parse_squeue_states_and_held():
         LocalState.HELD, LocalState.HELD, LocalState.QUEUED, LocalState.RUNNING, LocalState.SUSPENDED,
         LocalState.RUNNING, LocalState.FAILED, LocalState.CANCELLED]
     assert "9_8" not in st  # unknown state: a warning, never a guess
+    # ... but it exists: reconciling by tag sees it in any state
+    assert ("9_8", f"{g}.8", "WEIRD_NEW_STATE", "None") in squeue_tasks(lines)
 
 
 def test_parse_squeue_folded_and_odd_names():

@@ -52,6 +52,8 @@ FAULTS = {
                  "grid job's); sacct then lists the old job's records after the new one's",
     "vanish": "N: the next N running tasks vanish: killed with SIGKILL (no exit-code file), gone from squeue "
               "and from accounting",
+    "accounting_lag": "S: sacct lists a job only S seconds after its submission (slurmdbd behind the "
+                      "controller); with min_job_age 0 a short job is then known to neither squeue nor sacct",
     "cpus": "tasks running at once (default 64)",
     "min_job_age": "seconds an ended task stays in squeue (default 3)",
     "max_array_size": "MaxArraySize (default 1001)",
@@ -549,7 +551,10 @@ def cmd_sacct(s: Sched, argv):
     ids = opts["jobs"].split(",") if "jobs" in opts else None
     users = set(opts["user"].split(",")) if "user" in opts else None
     rows = []
+    lag = float(s.config("accounting_lag", 0))
     for r in s.state["acct"]:
+        if lag and now() < r["submit"] + lag:
+            continue  # not in the database yet
         jobid = "%d_%d" % (r["id"], r["task"]) if r["task"] is not None else str(r["id"])
         if ids is not None and str(r["id"]) not in ids and jobid not in ids:
             continue

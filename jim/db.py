@@ -331,6 +331,39 @@ class GridJob:
         etree.SubElement(self.root.find("history"), "grid", state=new.name, at=stamp)
         return True
 
+    def mark_submitted(self, ids: dict[int, str], intents: dict[int, float], at: float | None = None) -> int:
+        """Local jobs with their batch ids: SUBMITTING (at the time of their intent), then QUEUED.
+
+        The bulk form of ``batch_id = ...; set_state(SUBMITTING); set_state(QUEUED)``
+        for a whole chunk (thousands of local jobs in one worker step); a local
+        job no longer PLANNED or SUBMITTING is left alone.  Returns how many
+        were marked.
+        """
+        els = self._local_elements()
+        now = time.time() if at is None else at
+        queued_at = now_iso(now)
+        stamps: dict[float, str] = {}
+        planned, submitting, queued = LocalState.PLANNED.value, LocalState.SUBMITTING.value, LocalState.QUEUED.value
+        n = 0
+        for index, bid in ids.items():
+            el = els[index]
+            state = el.get("state")
+            if state != planned and state != submitting:
+                continue
+            hist = el.find("history")
+            if state == planned:
+                t = intents.get(index, now)
+                stamp = stamps.get(t) or stamps.setdefault(t, now_iso(t))
+                etree.SubElement(hist, "state", name=submitting, at=stamp)
+            etree.SubElement(hist, "state", name=queued, at=queued_at)
+            el.set("batchId", _clean(bid))
+            el.set("HerdState", "Splitted")
+            el.set("state", queued)
+            if not el.get("submitted"):
+                el.set("submitted", queued_at)
+            n += 1
+        return n
+
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for el in self.root.find("localjobs"):
@@ -480,15 +513,19 @@ class Database:
         self._index_update(job)
 
     @contextlib.contextmanager
-    def update(self, job_id: str) -> Iterator[GridJob]:
-        """Read-modify-write one record under its lock; written only if changed."""
+    def update(self, job_id: str, *, compare: bool = True) -> Iterator[GridJob]:
+        """Read-modify-write one record under its lock; written only if changed.
+
+        ``compare=False``: the caller changes it for sure; written without
+        serializing it twice more to find out (a third of the cost at
+        thousands of local jobs).
+        """
         with locked(self.home.db_lock(job_id), self.lock_timeout):
             job = self.read(job_id)
-            before = job.tostring()
+            before = job.tostring() if compare else None
             state_before = job.state
             yield job
-            after = job.tostring()
-            if after != before:
+            if not compare or job.tostring() != before:
                 job.set("updated", now_iso())
                 self._write(job)
         if job.state is not state_before:

@@ -4,35 +4,41 @@ Exactly one worker acts on a grid job at a time (a :class:`SingleInstance`
 lock).  Submission is journaled so that the worker can be killed at any point
 and a new one resumes without submitting any local job twice:
 
-1. mark the chunk's local jobs SUBMITTING in the database (the intent);
+1. append the chunk's local jobs to the grid job's intent journal
+   (``submit.intent``: ``<epoch> <index ranges>`` lines, fsync'd) under the
+   record's lock, unless a cancel came first;
 2. submit the chunk through the adapter (tagged: ``<grid id>.<index>``);
-3. record the batch ids, local jobs QUEUED.
+3. record the batch ids in the database: local jobs SUBMITTING (at the time
+   of the intent) then QUEUED, one rewrite of the record per chunk.
 
-A new worker first asks the batch system, by tag, about every job left in
-SUBMITTING: those found are recorded, only the others are submitted again.
-A submit that fails with an unknown outcome (timeout, lost connection) is
-reconciled the same way before it is retried.  Fault points for tests:
-``worker-after-sandbox``, ``worker-after-intent``, ``worker-after-submit``,
-``worker-after-record`` (see :mod:`jim.faults`).
+A local job still PLANNED in the record but named in the journal (or, in
+records of older versions, SUBMITTING) has an unknown outcome.  A new worker
+first asks the batch system about those, by tag (then the wrappers'
+``started`` files: :meth:`Adapter.reconcile`): those found are recorded, only
+the others are submitted again.  A submit that fails with an unknown outcome
+(timeout, lost connection) is reconciled the same way before it is retried.
+Fault points for tests: ``worker-after-sandbox``, ``worker-after-intent``,
+``worker-after-submit``, ``worker-after-record`` (see :mod:`jim.faults`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from jim import faults
 from jim.config import Config
-from jim.db import Database
+from jim.db import Database, read_summary
 from jim.errors import JimError, SubmitError
 from jim.jobdesc import JobDescription
-from jim.locks import SingleInstance
+from jim.locks import SingleInstance, locked
 from jim.log import for_job
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
 
-def build_sandbox(config: Config, db: Database, job_id: str, adapter) -> None:
+def build_sandbox(config: Config, db: Database, job_id: str, adapter, job=None) -> None:
     from jim.handlers import get_handler_class
     from jim.manager import PLAN_FILE, plan_from_json
     from jim.sandbox import builder
@@ -41,7 +47,7 @@ def build_sandbox(config: Config, db: Database, job_id: str, adapter) -> None:
     job_dir = home.job_dir(job_id)
     if (job_dir / builder.SANDBOX_NAME).exists() and (job_dir / builder.WRAPPER_NAME).exists():
         return
-    job = db.read(job_id)
+    job = job if job is not None else db.read(job_id)
     desc = JobDescription(job.description(), source_format=job.root.find("description").get("format"))
     cls = get_handler_class(job.jobtype)
     handler = cls(config.site, config.handler_options(job.jobtype))
@@ -64,20 +70,61 @@ def build_sandbox(config: Config, db: Database, job_id: str, adapter) -> None:
     builder.build(job_dir, manifest, area)
 
 
-def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction: float):
-    """Record batch ids (local jobs QUEUED); returns the record as written."""
-    with db.update(job_id) as rec:
-        for index, bid in ids.items():
-            lj = rec.local(index)
-            if lj.state.terminal:
-                continue
-            lj.batch_id = bid
-            lj.set_state(LocalState.QUEUED)
+INTENT_FILE = "submit.intent"
+
+
+def journal_intent(db: Database, job_id: str, indices: list[int], at: float) -> bool:
+    """Journal that these local jobs are about to be submitted; False when a cancel came first.
+
+    Under the record's lock, so that a cancel either comes first (and is seen
+    here, in the poll summary) or sees this journal line.
+    """
+    from jim.adapters.base import array_spec
+
+    home = db.home
+    with locked(home.db_lock(job_id), db.lock_timeout):
+        if read_summary(home, job_id).get("CANCEL") == "1":
+            return False
+        fd = os.open(home.job_dir(job_id) / INTENT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{at:.3f} {array_spec(indices)}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return True
+
+
+def read_intents(job_dir) -> dict[int, float]:
+    """local job index -> when its (last) submission was journaled."""
+    out: dict[int, float] = {}
+    try:
+        with open(job_dir / INTENT_FILE) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        at, _, spec = line.partition(" ")
+        try:
+            t = float(at)
+            for part in spec.split(","):
+                first, _, last = part.partition("-")
+                for k in range(int(first), int(last or first) + 1):
+                    out[k] = t
+        except ValueError:
+            continue  # a line torn by a crash: its jobs were never submitted (fsync comes before sbatch)
+    return out
+
+
+def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction: float,
+            intents: dict[int, float] | None = None):
+    """Record batch ids (local jobs SUBMITTING at their intent's time, then QUEUED); returns the record."""
+    with db.update(job_id, compare=False) as rec:
+        rec.mark_submitted(ids, intents or {})
         rec.recompute(max_failed_fraction=max_failed_fraction)
     return rec
 
 
-def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
+def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None) -> None:
     """Submit every local job not yet submitted, chunk by chunk, journaled."""
     from jim.adapters.base import LocalJobSpec, SubmitChunk
     from jim.sandbox import builder
@@ -86,7 +133,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
     home = db.home
     job_dir = home.job_dir(job_id)
     mff = config.site.max_failed_fraction
-    job = db.read(job_id)
+    job = job if job is not None else db.read(job_id)
     while True:
         if job.cancel_requested:
             log.info("cancel requested: worker stops submitting")
@@ -94,12 +141,13 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
         waiting = [lj for lj in job.local_jobs() if lj.state in (LocalState.PLANNED, LocalState.SUBMITTING)]
         if not waiting:
             return
+        intents = read_intents(job_dir)
         if adapter.degraded():
             log.warning("batch system degraded: waiting before submitting %d local jobs", len(waiting))
             time.sleep(config.monitor.interval)
             job = db.read(job_id)
             continue
-        unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING]
+        unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING or lj.index in intents]
         if unsure:
             try:
                 found = adapter.reconcile(job_id, unsure)
@@ -114,15 +162,14 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
             if found:
                 log.info("reconciled %d local jobs found by tag: %s", len(found), sorted(found))
                 by_tag = {f"{job_id}.{lj.index}": lj.index for lj in waiting}
-                job = _record(db, job_id, {by_tag[t]: b for t, b in found.items()}, mff)
+                job = _record(db, job_id, {by_tag[t]: b for t, b in found.items()}, mff, intents)
                 continue
         chunk_jobs = waiting[: adapter.max_chunk]
-        with db.update(job_id) as rec:
-            if rec.cancel_requested:
-                job = rec
-                continue
-            for lj in chunk_jobs:
-                rec.local(lj.index).set_state(LocalState.SUBMITTING)
+        at = time.time()
+        if not journal_intent(db, job_id, [lj.index for lj in chunk_jobs], at):
+            log.info("cancel requested: worker stops submitting")
+            return
+        intents.update((lj.index, at) for lj in chunk_jobs)
         faults.point("worker-after-intent")
         chunk = SubmitChunk(grid_id=job_id,
                             jobs=[LocalJobSpec(lj.index, lj.tag, lj.get("queue")) for lj in chunk_jobs],
@@ -138,7 +185,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
             if e.transient:
                 time.sleep(config.monitor.interval)
                 job = db.read(job_id)
-                continue  # still SUBMITTING: the next round reconciles by tag first
+                continue  # still journaled: the next round reconciles by tag first
             with db.update(job_id) as rec:
                 for spec in chunk.jobs:
                     rec.local(spec.index).set_state(LocalState.FAILED, evidence=Evidence.BATCH,
@@ -147,7 +194,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter) -> None:
             job = rec
             continue
         faults.point("worker-after-submit")
-        job = _record(db, job_id, ids, mff)
+        job = _record(db, job_id, ids, mff, intents)
         log.info("submitted local jobs %s", ", ".join(f"{k}={b}" for k, b in sorted(ids.items())))
         faults.point("worker-after-record")
 
@@ -174,7 +221,7 @@ def submit_with_reconcile(adapter, chunk, log, attempts: int = 3) -> dict[int, s
             try:
                 found = adapter.reconcile(chunk.grid_id, [s.tag for s in remaining])
             except JimError as q:
-                # the outcome stays unknown: leave the jobs SUBMITTING for the next round
+                # the outcome stays unknown: the jobs stay journaled for the next round
                 raise SubmitError(f"{e.message}; reconcile failed: {q.message}", transient=True) from q
             for spec in remaining:
                 if spec.tag in found:
@@ -201,9 +248,9 @@ def run(config: Config, job_id: str) -> int:
         if job.cancel_requested or job.state.terminal:
             return 0
         adapter = get_adapter(config, home)
-        build_sandbox(config, db, job_id, adapter)
+        build_sandbox(config, db, job_id, adapter, job)
         faults.point("worker-after-sandbox")
-        submit_pending(config, db, job_id, adapter)
+        submit_pending(config, db, job_id, adapter, job)
         start_monitor(home)
         return 0
     except JimError as e:

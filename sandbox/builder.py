@@ -87,7 +87,7 @@ def build(job_dir: Path, manifest: dict[str, Any], area: WorkArea) -> tuple[Path
         return sandbox, wrapper
     tmp = job_dir / f".{SANDBOX_NAME}.{os.getpid()}.tmp"
     with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
-        _add(tar, "manifest.json", json.dumps(manifest, indent=1).encode(), 0o600)
+        _add(tar, "manifest.json", json.dumps(manifest, separators=(",", ":")).encode(), 0o600)
         _add(tar, "bin/jim-progress", pkg.joinpath("jim-progress").read_bytes(), 0o700)
         for arc, (src, mode) in sorted(area.files.items()):
             if isinstance(src, Path):

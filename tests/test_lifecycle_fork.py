@@ -126,6 +126,49 @@ def test_killed_worker_resumes_without_duplicates(jim_env, tmp_path, fault):
         assert "reconciled" in log or "submitted" in log
 
 
+def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded(jim_env, monkeypatch):
+    """The worker journaled its intent and submitted, then died before recording the batch ids:
+    cancel reconciles the journaled local jobs by tag and stops them all."""
+    from jim import manager, worker
+    from jim.adapters import get_adapter
+    from jim.adapters.base import LocalJobSpec, SubmitChunk
+    from jim.config import load
+    from jim.db import Database
+    from jim.jobdesc import parse_rsl
+    from jim.paths import Home
+    from jim.sandbox import builder
+
+    monkeypatch.setenv("JIM_HOME", str(jim_env.home))
+    monkeypatch.setenv("JIM_CONFIG", str(jim_env.config))
+    config = load()
+    job = manager.submit(config, parse_rsl("&(executable=/bin/sleep)(arguments=300)(count=3)"),
+                         start_background=False)
+    home = Home(config.home)
+    db = Database(home)
+    adapter = get_adapter(config, home)
+    worker.build_sandbox(config, db, job, adapter)
+    assert worker.journal_intent(db, job, [0, 1, 2], time.time())
+    job_dir = home.job_dir(job)
+    (job_dir / "local").mkdir(mode=0o700, exist_ok=True)
+    ids = adapter.submit_chunk(SubmitChunk(job, [LocalJobSpec(k, f"{job}.{k}") for k in range(3)], job_dir=job_dir,
+                                           wrapper=job_dir / builder.WRAPPER_NAME,
+                                           sandbox=job_dir / builder.SANDBOX_NAME, outroot=job_dir / "local"))
+    pids = [int(b.split(":")[0]) for b in ids.values()]
+    assert all(psutil.pid_exists(p) for p in pids)
+    st = jim_env.status(job)
+    assert {lj["state"] for lj in st["localJobs"]} == {"PLANNED"} and st["counts"] == {"PLANNED": 3}
+    out = jim_env.protocol("cancel", "--job-id", job)
+    assert out["JOB_STATE"] == "FAILED"
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    st = jim_env.status(job)
+    assert sorted(lj["batchId"] for lj in st["localJobs"]) == sorted(ids.values())
+    assert {lj["state"] for lj in st["localJobs"]} == {"CANCELLED"}
+
+
 @pytest.mark.parametrize("args,code,fragment", [
     (["--rsl", "&(executable=/bin/true"], "48", "malformed RSL"),
     (["--rsl", "&(executable=/bin/true)(jimtype=nosuchtype)"], "134", "unknown job type 'nosuchtype'"),

@@ -34,7 +34,7 @@ from jim.handlers.base import Handler, LocalSlice, Plan
 from jim.jobdesc import JobDescription
 
 
-class ConcatHandler(Handler):
+class ConcatHandler(inputdata.InputDataWorkArea, Handler):
     """Concatenation of files into bigger ones, grouped by size (merge by size)."""
 
     name = "concat"
@@ -121,13 +121,3 @@ class ConcatHandler(Handler):
             else:
                 causes["max-merge-events"] += 1
         return causes.most_common(1)[0][0]
-
-    def prepareWorkArea(self, desc, plan, area) -> None:
-        self.add_input_files(desc, area)
-        inputdata.add_file_lists(plan, area)
-
-    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
-        argv = self.executable_argv(desc)
-        if self.opts["files_as_arguments"]:
-            argv += local.env.get("JIM_INPUT_FILES", "").split()
-        return argv

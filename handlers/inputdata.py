@@ -112,3 +112,20 @@ def add_file_lists(plan, area) -> None:
     for k, s in enumerate(plan.slices):
         files = s.env.get("JIM_INPUT_FILES", "").split()
         area.add_bytes(list_name(k), "".join(f + "\n" for f in files).encode())
+
+
+class InputDataWorkArea:
+    """``prepareWorkArea`` and ``getCommandAndArguments`` of the job types that read ``inputdata``
+    (mixed into a :class:`jim.handlers.base.Handler`): the sandbox holds each local job's file list;
+    with the option ``files_as_arguments`` the files are also appended to the command."""
+
+    def prepareWorkArea(self, desc, plan, area) -> None:
+        self.add_input_files(desc, area)
+        add_file_lists(plan, area)
+
+    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
+        argv = self.executable_argv(desc)
+        if self.opts["files_as_arguments"]:
+            argv += local.env.get("JIM_INPUT_FILES", "").split()
+        return argv
+

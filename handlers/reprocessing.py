@@ -51,7 +51,7 @@ from jim.jobdesc import JobDescription
 MODES = ("files", "events", "lumis", "eventaware")
 
 
-class ReprocessingHandler(Handler):
+class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
     """Reprocessing of input files: split by files, events or lumi sections."""
 
     name = "reprocessing"
@@ -221,13 +221,3 @@ class ReprocessingHandler(Handler):
             return [int(r, 10) for r in runs]
         except ValueError:
             raise InvalidAttribute(f"runwhitelist must be run numbers, got {' '.join(runs)}") from None
-
-    def prepareWorkArea(self, desc, plan, area) -> None:
-        self.add_input_files(desc, area)
-        inputdata.add_file_lists(plan, area)
-
-    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
-        argv = self.executable_argv(desc)
-        if self.opts["files_as_arguments"]:
-            argv += local.env.get("JIM_INPUT_FILES", "").split()
-        return argv

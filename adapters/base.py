@@ -320,7 +320,7 @@ class Adapter(abc.ABC):
         down is asked once per interval, not once per caller.
         """
         if not self.user_wide_query or self.status_interval <= 0:
-            return self.query(batch_ids)
+            return self._query_at_start(batch_ids)
         from jim.locks import SingleInstance
 
         now = time.time() if now is None else now
@@ -333,11 +333,19 @@ class Adapter(abc.ABC):
                 return cached
             return QueryResult(ok=False, error="another process is refreshing the batch status")
         try:
-            result = self.query(batch_ids)
+            result = self._query_at_start(batch_ids)
             self._write_cache(result)
             return result
         finally:
             lock.release()
+
+    def _query_at_start(self, batch_ids: list[str]) -> QueryResult:
+        """:meth:`query`, its answer dated when the command started: a job submitted while the
+        query ran may be missing from it, and must not count as absent (see the monitor)."""
+        started = time.time()
+        result = self.query(batch_ids)
+        result.at = min(result.at, started)
+        return result
 
     # -- health -------------------------------------------------------------
     @property

@@ -180,6 +180,7 @@ idle_exit = 600
         "minutes": round(minutes, 2), "slurm commands": len(cmds), "per minute": round(len(cmds) / minutes, 2),
         "by command": by_cmd, "cache_interval s": args.cache_interval,
         "GRAM-Perl style (one scontrol per local job per poll) per minute": 50 * 100 * 6,
+        "commands (first 5, as run)": [line.split(" ", 1)[1][:160] for line in cmds[:5]],
     }
     print(f"B2: {results['B2 commands while polling']}", flush=True)
     subprocess.run(["pkill", "-f", "jim _monitor"], capture_output=True)

@@ -183,8 +183,9 @@ def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None =
     log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
     faults.point("submit-after-record")
     if start_background:
+        # the worker starts the monitor once the local jobs are submitted (or when it has to
+        # wait for the batch system): starting it here would compete with the submission
         fork_worker(config, home, job_id)
-        start_monitor(home)
     return job_id
 
 

@@ -144,7 +144,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
         intents = read_intents(job_dir)
         if adapter.degraded():
             log.warning("batch system degraded: waiting before submitting %d local jobs", len(waiting))
-            time.sleep(config.monitor.interval)
+            _wait(config, home)
             job = db.read(job_id)
             continue
         unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING or lj.index in intents]
@@ -156,7 +156,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
                     raise
                 # cannot tell what the batch system has: never resubmit blind, ask again later
                 log.warning("cannot reconcile %d local jobs by tag yet (%s); retrying", len(unsure), e.message)
-                time.sleep(config.monitor.interval)
+                _wait(config, home)
                 job = db.read(job_id)
                 continue
             if found:
@@ -183,7 +183,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
             log.error("submission of local jobs %s failed: %s", [s.index for s in chunk.jobs],
                       e.details() if hasattr(e, "details") else e)
             if e.transient:
-                time.sleep(config.monitor.interval)
+                _wait(config, home)
                 job = db.read(job_id)
                 continue  # still journaled: the next round reconciles by tag first
             with db.update(job_id) as rec:
@@ -197,6 +197,15 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
         job = _record(db, job_id, ids, mff, intents)
         log.info("submitted local jobs %s", ", ".join(f"{k}={b}" for k, b in sorted(ids.items())))
         faults.point("worker-after-record")
+
+
+def _wait(config: Config, home: Home) -> None:
+    """Wait a monitor interval for the batch system; the monitor must run meanwhile (it is what
+    notices that the batch system answers again), even when no poll comes (push mode)."""
+    from jim.manager import start_monitor
+
+    start_monitor(home)
+    time.sleep(config.monitor.interval)
 
 
 def submit_with_reconcile(adapter, chunk, log, attempts: int = 3) -> dict[int, str]:

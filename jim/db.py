@@ -229,6 +229,9 @@ class LocalJob:
 class GridJob:
     """One grid job record (the root <gridjob> element)."""
 
+    #: (inode, size, mtime) of the file this record was read from or written to (see Database.update)
+    disk_key: tuple[int, int, int] | None = None
+
     def __init__(self, root: etree._Element):
         self.root = root
 
@@ -483,6 +486,7 @@ class Database:
     def read(self, job_id: str) -> GridJob:
         path = self.home.record(job_id)
         try:
+            key = disk_key(path)  # before parsing: a newer file read under an older key is only re-read
             tree = etree.parse(str(path), _PARSER)
         except OSError:
             if not path.exists():
@@ -490,10 +494,14 @@ class Database:
             raise
         except etree.XMLSyntaxError as e:
             raise DatabaseError(f"record of {job_id} is damaged: {e}") from e
-        return GridJob(tree.getroot())
+        job = GridJob(tree.getroot())
+        job.disk_key = key
+        return job
 
     def _write(self, job: GridJob) -> None:
-        atomic_write(self.home.record(job.id), job.tostring())
+        path = self.home.record(job.id)
+        atomic_write(path, job.tostring())
+        job.disk_key = disk_key(path)
         self._write_summary(job)
 
     def _write_summary(self, job: GridJob) -> None:
@@ -522,18 +530,27 @@ class Database:
         self._index_update(job)
 
     @contextlib.contextmanager
-    def update(self, job_id: str, *, compare: bool = True) -> Iterator[GridJob]:
+    def update(self, job_id: str, *, compare: bool = True, known: GridJob | None = None) -> Iterator[GridJob]:
         """Read-modify-write one record under its lock; written only if changed.
 
         ``compare=False``: the caller changes it for sure; written without
         serializing it twice more to find out (a third of the cost at
-        thousands of local jobs).
+        thousands of local jobs).  ``known``: a record this process read or
+        wrote itself; used instead of parsing the file again when the file is
+        still the one it was read from or written to (same inode, size and
+        modification time).
         """
         with locked(self.home.db_lock(job_id), self.lock_timeout):
-            job = self.read(job_id)
+            key = known.disk_key if known is not None else None
+            job = known if key is not None and key == disk_key(self.home.record(job_id), missing=True) \
+                else self.read(job_id)
             before = job.tostring() if compare else None
             state_before = job.state
-            yield job
+            try:
+                yield job
+            except BaseException:
+                job.disk_key = None  # changed in memory, not on disk: never to be reused
+                raise
             if not compare or job.tostring() != before:
                 job.set("updated", now_iso())
                 self._write(job)
@@ -630,6 +647,18 @@ def _failure_reason(job: GridJob) -> str:
     why = f": {first.get('reason')}" if first.get("reason") else ""
     more = f" ({len(failed)} of {len(jobs)} local jobs failed)" if len(failed) > 1 else ""
     return " ".join(f"local job {first.index} ended {first.state.value} with {what}{why}{more}".split())[:300]
+
+
+def disk_key(path: Path, missing: bool = False) -> tuple[int, int, int] | None:
+    """What tells one version of a record file from another: a new version is a new file (atomic
+    replace), so a new inode, whatever the clock's resolution."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing:
+            return None
+        raise
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def read_summary(home: Home, job_id: str) -> dict[str, str]:

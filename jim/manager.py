@@ -185,7 +185,7 @@ def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None =
     if start_background:
         # the worker starts the monitor once the local jobs are submitted (or when it has to
         # wait for the batch system): starting it here would compete with the submission
-        fork_worker(config, home, job_id)
+        fork_worker(config, home, job_id, known=(record, plan, commands))
     return job_id
 
 
@@ -210,7 +210,7 @@ def start_worker(home: Home, job_id: str) -> bool:
     return True
 
 
-def fork_worker(config: Config, home: Home, job_id: str) -> None:
+def fork_worker(config: Config, home: Home, job_id: str, known=None) -> None:
     """Run the worker of a new grid job in a detached child of this very process.
 
     Everything the worker needs is already imported and configured here, so
@@ -239,7 +239,7 @@ def fork_worker(config: Config, home: Home, job_id: str) -> None:
         jlog.reopen(home.root)
         gc.enable()
         from jim import worker
-        code = worker.run(config, job_id)
+        code = worker.run(config, job_id, known)
     except BaseException:
         code = 1
     os._exit(code)

@@ -29,7 +29,7 @@ import time
 
 from jim import faults
 from jim.config import Config
-from jim.db import Database, read_summary
+from jim.db import Database, disk_key, read_summary
 from jim.errors import JimError, SubmitError
 from jim.jobdesc import JobDescription
 from jim.locks import SingleInstance, locked
@@ -38,7 +38,9 @@ from jim.paths import Home
 from jim.states import Evidence, LocalState
 
 
-def build_sandbox(config: Config, db: Database, job_id: str, adapter, job=None) -> None:
+def build_sandbox(config: Config, db: Database, job_id: str, adapter, job=None, planned=None) -> None:
+    """Write the grid job's sandbox and wrapper (once).  ``planned``: (plan, commands) when the
+    caller has them (a worker forked by submit), else they are read from plan.json."""
     from jim.handlers import get_handler_class
     from jim.manager import PLAN_FILE, plan_from_json
     from jim.sandbox import builder
@@ -51,7 +53,7 @@ def build_sandbox(config: Config, db: Database, job_id: str, adapter, job=None) 
     desc = JobDescription(job.description(), source_format=job.root.find("description").get("format"))
     cls = get_handler_class(job.jobtype)
     handler = cls(config.site, config.handler_options(job.jobtype))
-    plan, commands = plan_from_json(json.loads((job_dir / PLAN_FILE).read_text()))
+    plan, commands = planned or plan_from_json(json.loads((job_dir / PLAN_FILE).read_text()))
     area = builder.WorkArea()
     handler.prepareWorkArea(desc, plan, area)
     manifest = {
@@ -116,9 +118,9 @@ def read_intents(job_dir) -> dict[int, float]:
 
 
 def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction: float,
-            intents: dict[int, float] | None = None):
+            intents: dict[int, float] | None = None, known=None):
     """Record batch ids (local jobs SUBMITTING at their intent's time, then QUEUED); returns the record."""
-    with db.update(job_id, compare=False) as rec:
+    with db.update(job_id, compare=False, known=known) as rec:
         rec.mark_submitted(ids, intents or {})
         rec.recompute(max_failed_fraction=max_failed_fraction)
     return rec
@@ -162,7 +164,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
             if found:
                 log.info("reconciled %d local jobs found by tag: %s", len(found), sorted(found))
                 by_tag = {f"{job_id}.{lj.index}": lj.index for lj in waiting}
-                job = _record(db, job_id, {by_tag[t]: b for t, b in found.items()}, mff, intents)
+                job = _record(db, job_id, {by_tag[t]: b for t, b in found.items()}, mff, intents, job)
                 continue
         chunk_jobs = waiting[: adapter.max_chunk]
         at = time.time()
@@ -194,7 +196,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
             job = rec
             continue
         faults.point("worker-after-submit")
-        job = _record(db, job_id, ids, mff, intents)
+        job = _record(db, job_id, ids, mff, intents, job)
         log.info("submitted local jobs %s", ", ".join(f"{k}={b}" for k, b in sorted(ids.items())))
         faults.point("worker-after-record")
 
@@ -241,8 +243,13 @@ def submit_with_reconcile(adapter, chunk, log, attempts: int = 3) -> dict[int, s
     return ids
 
 
-def run(config: Config, job_id: str) -> int:
-    """Entry point of ``jim _worker ID`` (detached)."""
+def run(config: Config, job_id: str, known=None) -> int:
+    """Entry point of ``jim _worker ID`` (detached).
+
+    ``known``: ``(record, plan, commands)`` from a submit that forked this
+    worker: the record is used while the file is still the one written by
+    submit, which saves parsing it and plan.json again.
+    """
     from jim.adapters import get_adapter
     from jim.manager import start_monitor
 
@@ -253,11 +260,15 @@ def run(config: Config, job_id: str) -> int:
     log = for_job("jim.worker", job_id)
     db = Database(home, config.deadlines.lock)
     try:
-        job = db.read(job_id)
+        record, planned = (known[0], known[1:]) if known else (None, None)
+        if record is not None and record.disk_key == disk_key(home.record(job_id), missing=True):
+            job = record
+        else:
+            job, planned = db.read(job_id), None
         if job.cancel_requested or job.state.terminal:
             return 0
         adapter = get_adapter(config, home)
-        build_sandbox(config, db, job_id, adapter, job)
+        build_sandbox(config, db, job_id, adapter, job, planned)
         faults.point("worker-after-sandbox")
         submit_pending(config, db, job_id, adapter, job)
         start_monitor(home)

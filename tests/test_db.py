@@ -209,3 +209,23 @@ def test_failed_on_creation_slice(db):
     lj = db.read(job_id).local(1)
     assert lj.state is LocalState.FAILED and lj.evidence == "creation" and lj.get("reason") == "too long"
     assert validate(db.home.record(job_id)) == []
+
+
+def test_update_reuses_a_known_record_only_while_the_file_is_unchanged(db):
+    mine = db.read(make(db))
+    with db.update(mine.id, known=mine) as rec:
+        assert rec is mine  # the file is the one it was read from: no second parse
+        rec.local(0).set_state(LocalState.SUBMITTING)
+    with db.update(mine.id) as other:  # someone else writes it meanwhile
+        other.local(1).set_state(LocalState.SUBMITTING)
+    with db.update(mine.id, known=mine) as rec:
+        assert rec is not mine and rec.local(1).state is LocalState.SUBMITTING
+    # a record changed in memory by an update that failed is never reused
+    fresh = db.read(mine.id)
+    with pytest.raises(RuntimeError):
+        with db.update(mine.id, known=fresh) as rec:
+            rec.local(2).set_state(LocalState.SUBMITTING)
+            raise RuntimeError("boom")
+    assert fresh.disk_key is None
+    with db.update(mine.id, known=fresh) as rec:
+        assert rec is not fresh and rec.local(2).state is LocalState.PLANNED

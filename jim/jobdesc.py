@@ -173,9 +173,28 @@ class JobDescription:
             raise UnknownAttribute(f"the RSL attribute {unknown[0]!r} is not supported by jim"
                                    + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else ""))
 
+    def wall_seconds(self) -> int | None:
+        """The wall-time limit of each local job, in seconds, from GRAM's ``maxwalltime`` (else
+        ``maxtime``), in minutes; None when neither is given."""
+        for name, bad in (("maxwalltime", 101), ("maxtime", 13)):
+            raw = self.get(name)
+            if raw is None:
+                continue
+            try:
+                minutes = int(raw.strip(), 10)
+            except ValueError:
+                raise InvalidAttribute(f"{name} must be a whole number of minutes, got {raw!r}",
+                                       gram_error=bad) from None
+            if minutes < 1:
+                raise InvalidAttribute(f"{name} must be at least 1 minute, got {minutes}",
+                                       gram_error=102 if name == "maxwalltime" else bad)
+            return minutes * 60
+        return None
+
     def check_common(self) -> None:
-        """Checks every job type shares: count, jobtype, executable, environment."""
+        """Checks every job type shares: count, jobtype, executable, environment, wall time."""
         self.get_int("count", 1, minimum=1, error=InvalidCount)
+        self.wall_seconds()
         jobtype = self.get("jobtype")
         if jobtype is not None and jobtype.lower() not in GRAM_JOBTYPES:
             raise InvalidAttribute(f"jobtype must be one of {', '.join(GRAM_JOBTYPES)}, got {jobtype!r}",

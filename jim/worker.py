@@ -136,6 +136,9 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
     job_dir = home.job_dir(job_id)
     mff = config.site.max_failed_fraction
     job = job if job is not None else db.read(job_id)
+    desc = JobDescription(job.description())
+    wall = desc.wall_seconds()
+    limits = {"wall_seconds": wall} if wall else {}
     while True:
         if job.cancel_requested:
             log.info("cancel requested: worker stops submitting")
@@ -177,7 +180,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
                             jobs=[LocalJobSpec(lj.index, lj.tag, lj.get("queue")) for lj in chunk_jobs],
                             job_dir=job_dir, wrapper=job_dir / builder.WRAPPER_NAME,
                             sandbox=job_dir / builder.SANDBOX_NAME, outroot=job_dir / "local",
-                            queue=job.plan.get("queue"))
+                            queue=job.plan.get("queue"), limits=limits)
         (job_dir / "local").mkdir(mode=0o700, exist_ok=True)
         try:
             ids = submit_with_reconcile(adapter, chunk, log)

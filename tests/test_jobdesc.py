@@ -131,3 +131,25 @@ def test_single_value_accessors():
         d.values("x")
     with pytest.raises(InvalidAttribute):
         JobDescription({"f": ["nan"]}).get_float("f")
+
+
+@pytest.mark.parametrize("rsl,seconds,error", [
+    ("&(executable=/bin/true)", None, None),
+    ("&(executable=/bin/true)(maxwalltime=90)", 5400, None),
+    ("&(executable=/bin/true)(maxtime=2)", 120, None),
+    ("&(executable=/bin/true)(maxwalltime=10)(maxtime=2)", 600, None),  # maxwalltime wins
+    ("&(executable=/bin/true)(maxwalltime=1.5)", None, 101),
+    ("&(executable=/bin/true)(maxwalltime=soon)", None, 101),
+    ("&(executable=/bin/true)(maxwalltime=0)", None, 102),
+    ("&(executable=/bin/true)(maxwalltime=-5)", None, 102),
+    ("&(executable=/bin/true)(maxtime=x)", None, 13),
+])
+def test_wall_time_from_gram_minutes(rsl, seconds, error):
+    desc = parse_rsl(rsl)
+    if error is None:
+        desc.check_common()
+        assert desc.wall_seconds() == seconds
+    else:
+        with pytest.raises(InvalidAttribute) as e:
+            desc.check_common()
+        assert e.value.gram_error == error

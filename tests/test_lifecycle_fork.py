@@ -181,6 +181,8 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     (["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=1000000)"], "134", "over the limit of 500"),
     (["--rsl", "&(executable=/bin/true)(count=zero)"], "14", "count must be an integer"),
     (["--rsl", "&(arguments=x)"], "81", "no executable"),
+    (["--rsl", "&(executable=/bin/true)(maxwalltime=1h)"], "101", "maxwalltime must be a whole number"),
+    (["--rsl", "&(executable=/bin/true)(maxwalltime=0)"], "102", "maxwalltime must be at least 1 minute"),
     (["--description", "/nonexistent/desc.json"], "48", "cannot read job description"),
     (["--rsl", "+(&(executable=/bin/true))(&(executable=/bin/true))"], "48", "multi-requests"),
     ([], "46", "bad arguments"),

@@ -193,6 +193,17 @@ def test_cancel_mid_run_leaves_nothing_in_qstat(gjim, sge):
     assert took < 30, f"cancel took {took:.1f} s"
 
 
+def test_gram_maxwalltime_is_every_local_jobs_h_rt(gjim, sge):
+    job = gjim.submit('&(executable=/bin/sleep)(arguments=600)(count=2)(maxwalltime=7)')
+    st = _wait_running(gjim, job, 1)
+    try:
+        sge_job = next(lj["batchId"] for lj in gjim.status(job)["localJobs"] if lj["batchId"]).split(".")[0]
+        p = subprocess.run(["qstat", "-j", sge_job], env=sge, capture_output=True, text=True, timeout=30)
+        assert "h_rt=420" in p.stdout, p.stdout + p.stderr
+    finally:
+        assert gjim.protocol("cancel", "--job-id", job)["JOB_STATE"] == "FAILED", st
+
+
 def test_jobs_that_left_qstat_end_with_right_exit_codes(gjim, sge):
     """No monitor while the jobs run and leave qstat; their exit files are lost too:
     only the accounting file can tell, and it must."""

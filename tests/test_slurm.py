@@ -164,6 +164,18 @@ def test_cancel_mid_run(sjim, slurm):
     assert all(lj["state"] in ("CANCELLED", "DONE") for lj in st["localJobs"])
 
 
+def test_gram_maxwalltime_is_every_local_jobs_time_limit(sjim, slurm):
+    job = sjim.submit('&(executable=/bin/sleep)(arguments=600)(count=3)(maxwalltime=7)')
+    _wait_running(sjim, job, 1)
+    try:
+        p = subprocess.run(["squeue", "-h", "-r", "-o", "%j|%l"], env=slurm, capture_output=True, text=True,
+                           timeout=30)
+        limits = {line.split("|")[1] for line in p.stdout.splitlines() if line.startswith(f"jim.{job}.")}
+        assert limits == {"7:00"}, p.stdout
+    finally:
+        assert sjim.protocol("cancel", "--job-id", job)["JOB_STATE"] == "FAILED"
+
+
 def test_controller_outage_changes_nothing(sjim, slurm):
     job = sjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 20; exit $((JIM_INDEX % 2 * 5))")(count=6)')
     before = _wait_running(sjim, job, 6)

@@ -145,39 +145,74 @@ def _exit_code(field: str) -> int | None:
     return 128 + sig_i if sig_i and not code_i else code_i
 
 
-def parse_sacct(text: str) -> dict[str, BatchStatus]:
+def parse_sacct(text: str, wanted: set[str] | None = None) -> dict[str, BatchStatus]:
     """States of jim's array tasks from ``sacct -n -X -P -o SACCT_FIELDS``, by batch id.
 
     Slurm hands ids out again, so one id may have several records: the most
     recently submitted one is kept (callers still check its tag).
     """
     out: dict[str, BatchStatus] = {}
-    for jobid, st in parse_sacct_rows(text):
+    for jobid, st in parse_sacct_rows(text, wanted):
         old = out.get(jobid)
         if old is None or (st.submitted or 0) >= (old.submitted or 0):
             out[jobid] = st
     return out
 
 
-def parse_sacct_rows(text: str) -> list[tuple[str, BatchStatus]]:
-    """Every record of jim's array tasks, in sacct's order: (batch id, status)."""
+_TASK_RANGE = re.compile(r"(\d+)(?:-(\d+))?(?::\d+)?")
+
+
+def _tasks(spec: str) -> list[int] | None:
+    """Task ids of a folded array record ``[0-3,7%2]`` (the text between the brackets), else None."""
+    out: list[int] = []
+    for part in spec.split("%")[0].split(","):
+        m = _TASK_RANGE.fullmatch(part)
+        if not m:
+            return None
+        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+        if last - first > 1_000_000:
+            return None
+        out.extend(range(first, last + 1))
+    return out
+
+
+def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[str, BatchStatus]]:
+    """Every record of jim's array tasks, in sacct's order: (batch id, status).
+
+    Tasks that never started are folded into one record of their array:
+    ``<array>_[0-99]``, or, when no task of it ever started, the bare
+    ``<array>``.  A folded range is unfolded; a bare array record counts for
+    the tasks of that array in ``wanted`` (callers still check the tags it
+    gives them).
+    """
     out: list[tuple[str, BatchStatus]] = []
     for line in text.splitlines():
         f = _split(line.strip(), 9)
         if f is None:
             continue
-        jobid, _raw, state, exitcode, submit, _start, _end, name, _comment = f
+        jobid, raw, state, exitcode, submit, _start, _end, name, _comment = f
         tag = parse_tag_name(name)
+        if tag is None:
+            continue
         array_id, sep, task = jobid.partition("_")
-        if tag is None or not sep or not task.isdigit():
+        if sep and task.isdigit():
+            tasks = [int(task)]
+        elif sep and task.startswith("[") and task.endswith("]"):
+            tasks = _tasks(task[1:-1]) or []
+        elif not sep and jobid == raw and wanted:
+            tasks = [int(b.partition("_")[2]) for b in wanted
+                     if b.partition("_")[0] == jobid and b.partition("_")[2].isdigit()]
+        else:
             continue
         word = state.split()[0] if state else ""
         jim_state = STATE_MAP.get(word)
         if jim_state is None:
             continue
-        out.append((jobid, BatchStatus(jim_state, exit_code=_exit_code(exitcode) if jim_state.terminal else None,
-                                       reason=state, native=state, evidence=Evidence.ACCOUNTING,
-                                       tag=f"{tag[0]}.{tag[1] + int(task)}", submitted=_slurm_time(submit))))
+        for t in tasks:
+            out.append((f"{array_id}_{t}", BatchStatus(
+                jim_state, exit_code=_exit_code(exitcode) if jim_state.terminal else None, reason=state,
+                native=state, evidence=Evidence.ACCOUNTING, tag=f"{tag[0]}.{tag[1] + t}",
+                submitted=_slurm_time(submit))))
     return out
 
 
@@ -303,11 +338,11 @@ class SlurmAdapter(Adapter):
     def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
         arrays = sorted({b.partition("_")[0] for b in batch_ids if "_" in b}, key=int)
         found: dict[str, BatchStatus] = {}
+        wanted = set(batch_ids)
         for k in range(0, len(arrays), 100):  # sacct gets slow with very long id lists
             argv = ["sacct", "-n", "-X", "-P", "-o", SACCT_FIELDS, "-j", ",".join(arrays[k:k + 100])]
             proc = self.run(argv, error=QueryError, transient=_transient)
-            found.update(parse_sacct(proc.stdout))
-        wanted = set(batch_ids)
+            found.update(parse_sacct(proc.stdout, wanted))
         return {b: s for b, s in found.items() if b in wanted and s.state.terminal}
 
     # -- cancel --------------------------------------------------------------------

@@ -242,6 +242,32 @@ def _newest(local_jobs: list[LocalJob]) -> float:
     return max((lj.entered(LocalState.QUEUED) or 0.0 for lj in local_jobs), default=0.0)
 
 
+#: The last accounting answer, per home: (status answer's time, ids asked, answer).
+_LAST_ACCOUNTING: dict[str, tuple[float, frozenset, dict]] = {}
+
+
+def _accounting(adapter, home, status_at: float, ids: set[str]) -> dict:
+    """Accounting records of ``ids``, asked at most once per status answer.
+
+    Jobs absent from the queue whose records do not say they ended (a record
+    not written yet, or one that says nothing of them) stay absent until their
+    grace period runs out: asking again before the queue itself was asked
+    again cannot tell more, and would run one accounting command per
+    monitoring pass (every few seconds) all that time.
+    """
+    key = str(home.root)
+    last = _LAST_ACCOUNTING.get(key)
+    if last is not None and last[0] == status_at and ids <= last[1]:
+        return last[2]
+    try:
+        answer = adapter.accounting(sorted(ids))
+    except JimError as e:
+        log.warning("accounting lookup failed: %s", e)
+        answer = {}
+    _LAST_ACCOUNTING[key] = (status_at, frozenset(ids), answer)
+    return answer
+
+
 def refresh(config: Config, db: Database, adapter, *, now: float | None = None,
             memo: dict[str, _Seen] | None = None) -> int:
     """One monitoring pass over every active grid job; returns how many remain active.
@@ -293,10 +319,7 @@ def refresh(config: Config, db: Database, adapter, *, now: float | None = None,
         if absent:
             unexplained = set(absent) - _with_exit_file(home, memo, absent)
             if unexplained:
-                try:
-                    accounting = adapter.accounting(sorted(unexplained))
-                except JimError as e:
-                    log.warning("accounting lookup failed: %s", e)
+                accounting = _accounting(adapter, home, result.at, unexplained)
     active = 0
     for job_id in mtimes:
         seen = memo[job_id]

@@ -254,6 +254,18 @@ def test_vanished_task_becomes_lost_never_done(fjim, fake):
     w.assert_no_regressions()
 
 
+def test_a_vanished_task_costs_one_accounting_lookup_per_status_answer(fjim, fake):
+    """While a task is absent from the queue with nothing to explain it (until its grace runs
+    out), the accounting is asked once per status answer, not once per monitoring pass."""
+    fjim.config.write_text(config(lost_grace=8.0).replace("cache_interval = 0.3", "cache_interval = 3.0"))
+    fake.set_faults(vanish=1)
+    job = fjim.submit('&(executable=/bin/sleep)(arguments=2)(count=4)')
+    out, st = Watch(fjim, job).until_end(timeout=90)
+    assert sorted(lj["state"] for lj in st["localJobs"]) == ["DONE", "DONE", "DONE", "LOST"], st["counts"]
+    cmds = [e["cmd"] for e in fake.events() if "cmd" in e]
+    assert cmds.count("sacct") <= cmds.count("squeue") + 1, (cmds.count("sacct"), cmds.count("squeue"))
+
+
 @contextlib.contextmanager
 def ticking(fake, every=0.2):
     """Run the fake scheduler's clock (``fake-sched tick``) in the background, as a real

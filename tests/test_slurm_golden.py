@@ -148,3 +148,20 @@ def test_transient_errors_classified():
     assert _transient(1, (DATA / "down-sbatch.err").read_text())
     assert not _transient(1, (DATA / "sbatch-bad-partition.err").read_text())
     assert not _transient(1, (DATA / "sbatch-array-too-big.err").read_text())
+
+
+def test_sacct_folded_and_bare_array_records():
+    """Tasks that never started are one record of their array: ``A_[0-3,7%2]``, or the bare ``A``
+    when none of its tasks ever started (an array cancelled while pending)."""
+    g = "20261122-070000-abcdef01"
+    name = tag_name(g, 10)
+    rows = "\n".join([
+        f"40_[0-2,5%2]|40|CANCELLED by 0|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|{name}|",
+        f"41|41|CANCELLED by 0|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|{name}|",
+        f"42|42|COMPLETED|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|not-jims|",
+    ])
+    st = parse_sacct(rows, {"41_0", "41_3", "42_0"})
+    assert sorted(st) == ["40_0", "40_1", "40_2", "40_5", "41_0", "41_3"]
+    assert st["40_5"].state is LocalState.CANCELLED and st["40_5"].tag == f"{g}.15"
+    assert st["41_3"].tag == f"{g}.13" and st["41_3"].evidence is Evidence.ACCOUNTING
+    assert "41_0" not in parse_sacct(rows)  # a bare record only counts for the tasks asked about

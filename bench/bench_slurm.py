@@ -134,6 +134,7 @@ idle_exit = 600
         assert all_queued(py, jenv, job_id)
         row["jim until all queued s"] = round(time.perf_counter() - t, 3)
         row["jim overhead over bare array s"] = round(row["jim until all queued s"] - row["bare sbatch --array s"], 3)
+        time.sleep(2)  # the worker starts the monitor once it has recorded the batch ids: let it, then stop it
         subprocess.run(["pkill", "-f", f"jim _monitor"], capture_output=True)
         scancel_user(env)
         if str(n) in args.separate.split(","):

@@ -38,6 +38,7 @@ import abc
 import json
 import logging
 import os
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -404,6 +405,23 @@ def array_spec(tasks) -> str:
         if t is not None:
             start = prev = t
     return ",".join(parts)
+
+def parse_array_spec(spec: str) -> list[int] | None:
+    """Task ids from ``0-3,7,9-10`` (what :func:`array_spec` writes; Slurm's ``:step`` and ``%limit``
+    suffixes are allowed and the step ignored), else None for anything else."""
+    out: list[int] = []
+    for part in spec.split("%")[0].split(","):
+        m = _RANGE.fullmatch(part)
+        if not m:
+            return None
+        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+        if last - first > 1_000_000:
+            return None
+        out.extend(range(first, last + 1))
+    return out
+
+
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?(?::\d+)?")
 
 
 def _text(b: bytes | str | None) -> str:

@@ -28,7 +28,7 @@ import re
 import time
 
 from jim.adapters.base import (Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec,
-                               parse_tag_name, tag_name)
+                               parse_array_spec, parse_tag_name, tag_name)
 from jim.errors import CancelError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
 
@@ -159,23 +159,6 @@ def parse_sacct(text: str, wanted: set[str] | None = None) -> dict[str, BatchSta
     return out
 
 
-_TASK_RANGE = re.compile(r"(\d+)(?:-(\d+))?(?::\d+)?")
-
-
-def _tasks(spec: str) -> list[int] | None:
-    """Task ids of a folded array record ``[0-3,7%2]`` (the text between the brackets), else None."""
-    out: list[int] = []
-    for part in spec.split("%")[0].split(","):
-        m = _TASK_RANGE.fullmatch(part)
-        if not m:
-            return None
-        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
-        if last - first > 1_000_000:
-            return None
-        out.extend(range(first, last + 1))
-    return out
-
-
 def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[str, BatchStatus]]:
     """Every record of jim's array tasks, in sacct's order: (batch id, status).
 
@@ -198,7 +181,7 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[st
         if sep and task.isdigit():
             tasks = [int(task)]
         elif sep and task.startswith("[") and task.endswith("]"):
-            tasks = _tasks(task[1:-1]) or []
+            tasks = parse_array_spec(task[1:-1]) or []
         elif not sep and jobid == raw and wanted:
             tasks = [int(b.partition("_")[2]) for b in wanted
                      if b.partition("_")[0] == jobid and b.partition("_")[2].isdigit()]

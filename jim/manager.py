@@ -294,11 +294,9 @@ def cancel(config: Config, job_id: str) -> GramState:
     stop_worker(home, job_id)
     adapter = get_adapter(config, home)
     job = db.read(job_id)
-    from jim.worker import read_intents
+    from jim.worker import in_flight, read_intents
 
-    intents = read_intents(home.job_dir(job_id))  # journaled by the worker just before a submission
-    unsure = [lj.tag for lj in job.local_jobs() if not lj.batch_id and (
-        lj.state is LocalState.SUBMITTING or (lj.state is LocalState.PLANNED and lj.index in intents))]
+    unsure = in_flight(job, read_intents(home.job_dir(job_id)))
     found = adapter.reconcile(job_id, unsure) if unsure else {}
     batch_ids = {lj.index: lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id}
     for lj in job.local_jobs():

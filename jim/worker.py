@@ -98,6 +98,8 @@ def journal_intent(db: Database, job_id: str, indices: list[int], at: float) -> 
 
 def read_intents(job_dir) -> dict[int, float]:
     """local job index -> when its (last) submission was journaled."""
+    from jim.adapters.base import parse_array_spec
+
     out: dict[int, float] = {}
     try:
         with open(job_dir / INTENT_FILE) as f:
@@ -108,13 +110,18 @@ def read_intents(job_dir) -> dict[int, float]:
         at, _, spec = line.partition(" ")
         try:
             t = float(at)
-            for part in spec.split(","):
-                first, _, last = part.partition("-")
-                for k in range(int(first), int(last or first) + 1):
-                    out[k] = t
         except ValueError:
-            continue  # a line torn by a crash: its jobs were never submitted (fsync comes before sbatch)
+            continue
+        # a line torn by a crash does not parse: its jobs were never submitted (fsync comes before sbatch)
+        out.update((k, t) for k in parse_array_spec(spec) or ())
     return out
+
+
+def in_flight(job, intents: dict[int, float]) -> list[str]:
+    """Tags of the local jobs whose submission has an unknown outcome: journaled (or, in records
+    of older versions, SUBMITTING) and without a batch id."""
+    return [lj.tag for lj in job.local_jobs() if not lj.batch_id and (
+        lj.state is LocalState.SUBMITTING or (lj.state is LocalState.PLANNED and lj.index in intents))]
 
 
 def _record(db: Database, job_id: str, ids: dict[int, str], max_failed_fraction: float,
@@ -152,7 +159,7 @@ def submit_pending(config: Config, db: Database, job_id: str, adapter, job=None)
             _wait(config, home)
             job = db.read(job_id)
             continue
-        unsure = [lj.tag for lj in waiting if lj.state is LocalState.SUBMITTING or lj.index in intents]
+        unsure = in_flight(job, intents)
         if unsure:
             try:
                 found = adapter.reconcile(job_id, unsure)

@@ -1,21 +1,29 @@
-"""Batch-system adapters ("idealizers"): fork, slurm, sge, pbs, condor.
+"""Batch-system adapters ("idealizers"): fork, slurm, sge, pbs, condor, and a site's own.
 
-``get_adapter(config, home)`` returns the adapter named by ``[batch] adapter``.
+``[batch] adapter = NAME`` picks one; the other keys of ``[batch]`` are its
+options, checked when the configuration loads (:func:`options_for`).  A site
+adds an adapter by installing a package with a subclass of
+:class:`jim.adapters.base.Adapter` and an entry point in the group
+``jim.adapters`` (see :mod:`jim.plugins`: a broken plug-in only breaks its own name).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from jim import plugins
+from jim.adapters.base import Adapter, AdapterOptions
 from jim.errors import ConfigError
 
 if TYPE_CHECKING:
-    from jim.adapters.base import Adapter
     from jim.config import Config
     from jim.paths import Home
 
-ADAPTERS = {
+GROUP = "jim.adapters"
+
+#: jim's own adapters, and the names admins also type for them.
+BUILTIN = {
     "fork": "jim.adapters.fork:ForkAdapter",
     "slurm": "jim.adapters.slurm:SlurmAdapter",
     "sge": "jim.adapters.sge:SgeAdapter",
@@ -28,17 +36,21 @@ ADAPTERS = {
 }
 
 
-def adapter_class(name: str) -> "type[Adapter]":
-    ref = ADAPTERS.get(name)
-    if ref is None:
-        raise ConfigError(f"unknown batch adapter {name!r} (known: {', '.join(sorted(ADAPTERS))})")
-    module, _, cls = ref.partition(":")
+def adapter_class(name: str) -> type[Adapter]:
+    """The adapter called ``name``; ConfigError when there is none or it is broken."""
     try:
-        return getattr(import_module(module), cls)
-    except ImportError as e:
-        raise ConfigError(f"batch adapter {name!r} is not available: {e}") from e
+        return plugins.find(name, GROUP, BUILTIN, Adapter, "batch adapter")
+    except (LookupError, RuntimeError) as e:
+        raise ConfigError(f"[batch] {e}") from e
+    except (ImportError, TypeError) as e:
+        raise ConfigError(f"[batch] batch adapter {name!r} is not available: {e}") from e
 
 
-def get_adapter(config: "Config", home: "Home") -> "Adapter":
-    cls = adapter_class(config.batch.adapter)
-    return cls(home, config.batch.options)
+def options_for(name: str, table: Mapping[str, Any]) -> AdapterOptions:
+    """The typed options of adapter ``name`` from the rest of the ``[batch]`` table."""
+    return adapter_class(name).Options.from_table(table, adapter=name)
+
+
+def get_adapter(config: Config, home: Home) -> Adapter:
+    """The adapter the configuration names, with its options."""
+    return adapter_class(config.batch.adapter)(home, config.batch.options)

@@ -1,56 +1,112 @@
-"""The batch-system adapter contract ("idealizers"), and the plumbing they share.
+"""The batch-system adapter contract ("idealizers"), and the batch loop every adapter shares.
 
-A concrete adapter only builds commands and parses their output.  This base
-class owns the rest:
+A concrete adapter builds commands and parses their output; this module owns
+everything else, once:
 
-* :meth:`Adapter.run` — the one seam through which every batch command runs:
-  an argv list (never a shell), a timeout, captured output, and one typed
-  error (:class:`jim.errors.BatchError`) carrying argv, exit code, stdout and
-  stderr;
-* :meth:`Adapter.retrying` — retries with exponential backoff (tenacity),
-  driven only by the error's ``transient`` flag;
-* the three-valued status result, :class:`QueryResult`: a local job is
-  *known* (with a state), *absent* (the query worked and the job is not in
-  it), or the query *failed* (nothing can be said: "no news");
-* the degraded flag: a failed query marks the adapter degraded (no new
-  submissions) until a query succeeds again.
+* **the loop**: :meth:`Adapter.submit` submits a chunk of local jobs with
+  retries, looking the jobs up by tag before every retry of a failure whose
+  outcome is unknown (:meth:`Adapter.reconcile`); :meth:`Adapter.submit_chunk`
+  groups the chunk into job arrays (:func:`jim.ranges.runs`) and turns a
+  failure after some arrays went in into a transient error (the caller
+  reconciles); ids are batched into commands of at most ``ids_per_command``;
+* **one seam for commands**, :meth:`Adapter.run`: an argv list (never a
+  shell), a timeout, captured output, and one typed error
+  (:class:`jim.errors.BatchError`) carrying argv, exit code, stdout and stderr;
+  whether a failure is transient is decided by the adapter's
+  ``transient_errors`` patterns, which are data;
+* **retries** with exponential backoff (tenacity, :meth:`Adapter.retrying`),
+  driven only by an error's ``transient`` flag;
+* **the three-valued status** (:class:`QueryResult`): a local job is *known*
+  (with a state), *absent* (the query worked and the job is not in it), or the
+  query *failed* (nothing can be said: "no news"), and the on-disk cache that
+  shares one answer between every jim process of the user
+  (:meth:`Adapter.query_cached`);
+* **the degraded flag**: a failed query marks the adapter degraded (no new
+  submissions) until a query succeeds again;
+* **site facts** that change rarely (Slurm's MaxArraySize, which PBS answers),
+  cached on disk for a day (:meth:`Adapter.site_fact`);
+* **options**, a typed dataclass per adapter (:class:`AdapterOptions`),
+  validated when the configuration loads.
 
-What a subclass implements (see each method's docstring):
+Two kinds of adapters.  :class:`CommandAdapter` drives a batch system through
+its commands (Slurm, Grid Engine, PBS): the subclass supplies argv builders,
+output parsers and its native-state table (see that class).  An adapter that
+talks to its batch system otherwise (fork: processes; HTCondor: the Python
+bindings) subclasses :class:`Adapter` directly and implements
+:meth:`~Adapter.submit_group`, :meth:`~Adapter.query`,
+:meth:`~Adapter.cancel_units`/:meth:`~Adapter.cancel_batch` and
+:meth:`~Adapter.find_by_tag`.
 
-==========================  ==================================================
-``submit_chunk(chunk)``     submit the local jobs of one chunk, in bulk (a job
-                            array where the system has them), each carrying
-                            its tag; return index -> batch id
-``query(batch_ids)``        one status query covering all of them
-``cancel(batch_ids, grace)`` stop them
-``find_by_tag(grid, tags)`` which of these tags the batch system already has
-                            (reconciles a submit whose outcome is unknown)
-``accounting(batch_ids)``   (optional) final states of jobs that left the queue
-==========================  ==================================================
-
-Each local job's wrapper writes an exit-code file; that file, not the batch
-system's silence, is what turns a vanished job into DONE or FAILED.
+What every adapter must keep true: each local job carries jim's tag (the batch
+job name ``jim.<grid id>.<offset>``, see :func:`tag_name`, or an attribute of
+its own), so that a job is known by its tag, never by a batch id alone; and
+jim's wrapper runs each local job and writes its exit-code file, which, not the
+batch system's silence, turns a vanished job into DONE or FAILED.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
+import getpass
 import json
 import logging
 import os
+import pwd
 import re
+import shlex
+import string
 import subprocess
 import time
-from dataclasses import dataclass, field
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from jim.errors import BatchError, ConfigError
+from jim import localfiles
+from jim.errors import BatchError, CancelError, ConfigError, JimError, QueryError, SubmitError
+from jim.locks import SingleInstance
+from jim.log import for_job
 from jim.paths import Home
+from jim.ranges import runs
 from jim.states import Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
 T = TypeVar("T")
+U = TypeVar("U")
+
+#: Every batch job jim submits is named ``jim.<grid job id>.<offset>``: jim's tag, by
+#: which a job is known (never by its batch id alone, which batch systems hand out again).
+NAME_PREFIX = "jim."
+#: How long a site fact (see :meth:`Adapter.site_fact`) is trusted.
+FACT_MAX_AGE = 86400.0
+
+
+def tag_name(grid_id: str, offset: int) -> str:
+    """The batch job name of the array (or job) whose first task is local job ``offset``."""
+    return f"{NAME_PREFIX}{grid_id}.{offset}"
+
+
+def parse_tag_name(name: str | None) -> tuple[str, int] | None:
+    """(grid id, offset) from a job name made by :func:`tag_name`, else None."""
+    if not name or not name.startswith(NAME_PREFIX):
+        return None
+    grid, _, offset = name[len(NAME_PREFIX) :].rpartition(".")
+    if not grid or not offset.isdigit():
+        return None
+    return grid, int(offset)
+
+
+def batched(items: Sequence[U], size: int) -> list[Sequence[U]]:
+    """``items`` in slices of at most ``size`` (one command each: keeps command lines short)."""
+    return [items[k : k + size] for k in range(0, len(items), max(1, size))]
+
+
+# ---------------------------------------------------------------------------
+# what a batch system says
+# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -69,12 +125,12 @@ class BatchStatus:
     submitted: float | None = None
     """When the batch system says the job was submitted (epoch), if it says."""
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[Any]:
         return [self.state.value, self.exit_code, self.reason, self.native, self.evidence.value, self.host,
                 self.tag, self.submitted]
 
     @classmethod
-    def from_json(cls, v: list) -> "BatchStatus":
+    def from_json(cls, v: list[Any]) -> BatchStatus:
         return cls(LocalState(v[0]), v[1], v[2], v[3], Evidence(v[4]), v[5], v[6], v[7])
 
 
@@ -123,48 +179,164 @@ class SubmitChunk:
             argv += ["--index-env", str(index_env), "--index-offset", str(index_offset)]
         return argv
 
+    @property
+    def wall_seconds(self) -> int | None:
+        """The local jobs' wall-time limit, when the grid job has one."""
+        wall = self.limits.get("wall_seconds")
+        return int(wall) if wall else None
+
+
+# ---------------------------------------------------------------------------
+# options
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdapterOptions:
+    """Options of every adapter: the ``[batch]`` table of the configuration, less ``adapter``.
+
+    A subclass per adapter adds its own (typed) fields; :meth:`from_table`
+    refuses unknown keys and values of the wrong type, and :meth:`check` does
+    what types cannot.  Lists become tuples; tables stay dicts.
+    """
+
+    command_timeout: float = 30.0
+    """Seconds a batch command may take."""
+    retries: int = 3
+    """Attempts of a command whose failure is transient."""
+    chunk_size: int = 0
+    """Most local jobs submitted in one worker step (0: the adapter's own limit)."""
+    cache_interval: float = 0.0
+    """Seconds one status answer is shared by every jim process of the user (0: not shared)."""
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], *, adapter: str) -> AdapterOptions:
+        """Options from the ``[batch]`` table (``adapter`` names the adapter in messages)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(table) - known
+        if unknown:
+            raise ConfigError(f"[batch] adapter {adapter}: unknown option(s) {', '.join(sorted(unknown))}")
+        hints = typing.get_type_hints(cls)
+        values = {key: _typed(hints[key], value, key) for key, value in table.items()}
+        options = cls(**values)
+        options.check()
+        return options
+
+    def check(self) -> None:
+        """Further checks of the values (raise :class:`ConfigError`); see subclasses."""
+        if self.command_timeout <= 0:
+            raise ConfigError("[batch] command_timeout must be positive")
+
+    def describe(self) -> str:
+        """The options that differ from their defaults, for people (``jim doctor``)."""
+        changed = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                   if getattr(self, f.name) != f.default and not callable(f.default_factory)}
+        return " ".join(f"{k}={v!r}" for k, v in changed.items())
+
+
+def _typed(tp: Any, value: Any, key: str) -> Any:
+    """``value`` as a field of type ``tp``, or a ConfigError naming ``key``."""
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str)
+    elif origin is tuple:  # tuple[str, ...]: a list of strings, never one string of shell text
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        if not ok:
+            raise ConfigError(f"[batch] {key} must be a list of strings (arguments, not shell text)")
+        return tuple(value)
+    elif origin is dict:
+        ok = isinstance(value, dict)
+        if not ok:
+            raise ConfigError(f"[batch] {key} must be a table, got {value!r}")
+        return dict(value)
+    else:  # pragma: no cover - an option of a type jim does not read from TOML
+        raise ConfigError(f"[batch] {key}: cannot read an option of type {tp}")
+    if not ok:
+        raise ConfigError(f"[batch] {key}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise ConfigError(f"[batch] {key} must not be negative, got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# the adapter
+# ---------------------------------------------------------------------------
+
 
 class Adapter(abc.ABC):
     """Base of every batch-system adapter; see the module docstring."""
 
     name: ClassVar[str] = ""
-    aliases: ClassVar[tuple[str, ...]] = ()
-    #: Options of this adapter (the ``[batch]`` table minus ``adapter``), with defaults.
-    options: ClassVar[dict[str, Any]] = {}
-    #: Largest number of local jobs submitted in one call.
-    max_chunk: int = 1000
+    #: The options class of this adapter.
+    Options: ClassVar[type[AdapterOptions]] = AdapterOptions
+    #: Most local jobs one submit step holds, unless the ``chunk_size`` option says otherwise.
+    max_chunk_size: ClassVar[int] = 1000
+    #: Most ids (or id ranges) one cancel or accounting command names.
+    ids_per_command: ClassVar[int] = 200
     #: Codes the batch system gives a meaning of its own (the wrapper never exits with them).
     reserved_exit_codes: ClassVar[tuple[int, ...]] = ()
     #: True when :meth:`query` answers for *all* of this user's jobs (one command),
     #: so that its answer can be cached on disk and shared: see :meth:`query_cached`.
     user_wide_query: ClassVar[bool] = False
+    #: Patterns (regular expressions, case-insensitive) of failures a retry may cure.
+    transient_errors: ClassVar[tuple[str, ...]] = ()
+    #: Patterns of cancel output lines that only say a job has already gone.
+    gone_errors: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, home: Home, options: dict[str, Any] | None = None, *,
-                 command_timeout: float = 30.0):
-        given = dict(options or {})
-        unknown = set(given) - set(self.options) - {"command_timeout", "retries", "chunk_size"}
-        if unknown:
-            raise ConfigError(f"[batch] adapter {self.name}: unknown option(s) {', '.join(sorted(unknown))}")
+    def __init__(self, home: Home, options: AdapterOptions | Mapping[str, Any] | None = None):
         self.home = home
-        self.command_timeout = float(given.pop("command_timeout", command_timeout))
-        self.retries = int(given.pop("retries", 3))
-        if "chunk_size" in given:
-            self.max_chunk = max(1, int(given.pop("chunk_size")))
-        self.opts = {**self.options, **given}
+        if isinstance(options, AdapterOptions):
+            if not isinstance(options, self.Options):
+                raise ConfigError(f"[batch] adapter {self.name}: options of another adapter")
+            self.options = options
+        else:
+            self.options = self.Options.from_table(dict(options or {}), adapter=self.name)
+        self._transient = _pattern(self.transient_errors)
+        self._gone = _pattern(self.gone_errors)
+
+    @property
+    def max_chunk(self) -> int:
+        """Most local jobs submitted in one worker step."""
+        return self.options.chunk_size or self.max_chunk_size
+
+    @property
+    def array_span(self) -> int | None:
+        """Largest span (last - first + 1) of local jobs one submission (job array) covers; None: no limit."""
+        return None
+
+    @property
+    def array_gaps(self) -> bool:
+        """True when one job array may skip local jobs (``0-3,7``); else only runs of consecutive ones."""
+        return False
 
     @property
     def status_interval(self) -> float:
         """Seconds a status answer stays good (the on-disk cache's lifetime)."""
-        return float(self.opts.get("cache_interval", 0) or 0)
+        return self.options.cache_interval
 
-    # -- the contract --------------------------------------------------------
+    @property
+    def user(self) -> str:
+        """The owner of the jobs jim submits: the real user id's name, whatever USER or LOGNAME say."""
+        try:
+            return pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            return getpass.getuser()
+
+    # -- what a subclass implements ----------------------------------------------
     @abc.abstractmethod
-    def submit_chunk(self, chunk: SubmitChunk) -> dict[int, str]:
-        """Submit every local job of ``chunk``; return local index -> batch id.
+    def submit_group(self, chunk: SubmitChunk, group: list[int]) -> dict[int, str]:
+        """Submit the local jobs ``group`` (sorted indices: one array, see :meth:`groups`) of ``chunk``,
+        each tagged; return local index -> batch id.
 
-        Must tag each local job with its ``tag`` so that :meth:`find_by_tag`
-        can find it.  Raise :class:`jim.errors.SubmitError` (``transient`` when
-        the outcome is unknown or a retry may work).
+        Raise :class:`jim.errors.SubmitError`, ``transient`` when the outcome
+        is unknown or a retry may work.
         """
 
     @abc.abstractmethod
@@ -172,12 +344,16 @@ class Adapter(abc.ABC):
         """One status query for all ``batch_ids``; never raises: a failure is ``ok=False``."""
 
     @abc.abstractmethod
-    def cancel(self, batch_ids: list[str], grace: float = 5.0) -> None:
-        """Stop these local jobs (already-finished ones are not an error)."""
+    def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
+        """tag -> batch id for those of ``tags`` the batch system knows (in any state)."""
 
     @abc.abstractmethod
-    def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
-        """tag -> batch id for those of ``tags`` the batch system knows."""
+    def cancel_units(self, batch_ids: list[str]) -> Sequence[Any]:
+        """What cancel commands name for these batch ids (ids, arrays, id ranges), in order."""
+
+    @abc.abstractmethod
+    def cancel_batch(self, units: Sequence[Any], grace: float) -> None:
+        """Stop one batch of :meth:`cancel_units` (already-finished jobs are not an error)."""
 
     def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
         """Final states of jobs that left the queue (none by default)."""
@@ -188,6 +364,63 @@ class Adapter(abc.ABC):
         bid = info.get("batch_id")
         return bid if isinstance(bid, str) and bid.strip() else None
 
+    def free_slots(self) -> int | None:
+        """How many more local jobs could start now (idle CPUs), for ``jim advertise``; None: unknown."""
+        return None
+
+    # -- the loop -----------------------------------------------------------------
+    def groups(self, indices: Iterable[int]) -> list[list[int]]:
+        """The local jobs of a chunk, in the groups that one submission (one job array) takes."""
+        return runs(indices, span=self.array_span, gaps=self.array_gaps)
+
+    def submit_chunk(self, chunk: SubmitChunk) -> dict[int, str]:
+        """Submit every local job of ``chunk`` (one :meth:`submit_group` per group); local index -> batch id.
+
+        A failure after earlier groups went in is transient (the caller reconciles by tag).
+        """
+        ids: dict[int, str] = {}
+        for group in self.groups(s.index for s in chunk.jobs):
+            try:
+                ids.update(self.submit_group(chunk, group))
+            except SubmitError as e:
+                if ids:
+                    raise SubmitError(f"part of the chunk was submitted: {e.message}", transient=True) from e
+                raise
+        return ids
+
+    def submit(self, chunk: SubmitChunk) -> dict[int, str]:
+        """:meth:`submit_chunk` with retries: before each retry of a transient failure the local jobs
+        are looked up by tag (:meth:`reconcile`), and only those not found are submitted again.
+
+        Partly submitted and then failed: a transient :class:`SubmitError` (the caller's journal
+        names the jobs; a later :meth:`reconcile` finds those that went in).
+        """
+        ids: dict[int, str] = {}
+        remaining = list(chunk.jobs)
+
+        def attempt() -> None:
+            if remaining:
+                ids.update(self.submit_chunk(replace(chunk, jobs=list(remaining))))
+                remaining.clear()
+
+        def reconcile_remaining(failure: BaseException) -> None:
+            for_job("jim.adapters", chunk.grid_id).warning(
+                "submission of %d local jobs failed (%s); reconciling by tag before retrying", len(remaining), failure)
+            try:
+                found = self.reconcile(chunk.grid_id, [s.tag for s in remaining])
+            except JimError as e:  # the outcome stays unknown: the jobs stay journaled for the next round
+                raise SubmitError(f"{failure}; reconcile failed: {e.message}", transient=True) from e
+            ids.update((s.index, found[s.tag]) for s in remaining if s.tag in found)
+            remaining[:] = [s for s in remaining if s.tag not in found]
+
+        try:
+            self.retrying(attempt, before_retry=reconcile_remaining)
+        except SubmitError as e:
+            if ids:
+                raise SubmitError(e.message, transient=True) from e
+            raise
+        return ids
+
     def reconcile(self, grid_id: str, tags: list[str]) -> dict[str, str]:
         """tag -> batch id for those of ``tags`` that were submitted: what :meth:`find_by_tag` finds,
         then what the wrappers say.
@@ -195,39 +428,98 @@ class Adapter(abc.ABC):
         A local job can leave the queue before the batch system's accounting
         shows it (Grid Engine flushes its accounting file every few seconds,
         slurmdbd is fed asynchronously): neither the queue nor the accounting
-        knows it then.  But it ran, so its wrapper wrote ``OUT/started`` with
-        the batch id.  The files are read *after* the batch system was asked:
-        a job the query missed because it had already finished has its file
-        by then.  Raises what :meth:`find_by_tag` raises.
+        knows it then.  But it ran, so its wrapper wrote ``started`` with the
+        batch id.  The files are read *after* the batch system was asked: a
+        job the query missed because it had already finished has its file by
+        then.  Raises what :meth:`find_by_tag` raises.
         """
         found = dict(self.find_by_tag(grid_id, tags))
         for tag in tags:
             if tag in found:
                 continue
-            try:
-                index = int(tag.rsplit(".", 1)[1])
-                info = json.loads((self.home.local_dir(grid_id, index) / "started").read_text())
-            except (IndexError, ValueError, OSError):
+            index = tag.rpartition(".")[2]
+            if not index.isdigit():
                 continue
-            bid = self.batch_id_from_started(info) if isinstance(info, dict) else None
+            info = localfiles.read_started(self.home.local_dir(grid_id, int(index)))
+            if info is None:
+                continue
+            bid = self.batch_id_from_started(info)
             if bid is None:
                 log.warning("local job %s started but its wrapper reported no usable batch id (%r)",
-                            tag, info.get("batch_id") if isinstance(info, dict) else info)
+                            tag, info.get("batch_id"))
                 continue
             found[tag] = bid
         return found
 
-    def free_slots(self) -> int | None:
-        """How many more local jobs could start now (idle CPUs), for ``jim advertise``; None: unknown."""
-        return None
+    def cancel(self, batch_ids: list[str], grace: float = 5.0) -> None:
+        """Stop these local jobs, ``ids_per_command`` at a time (already-finished ones are not an error)."""
+        for part in batched(self.cancel_units(batch_ids), self.ids_per_command):
+            self.cancel_batch(part, grace)
 
-    # -- plumbing -----------------------------------------------------------
+    # -- commands -----------------------------------------------------------------
+    def run(self, argv: list[str], *, error: type[BatchError] = BatchError, timeout: float | None = None,
+            input: str | None = None, accept: Callable[[subprocess.CompletedProcess[str]], bool] | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run one batch command (the one seam: see the module docstring).
+
+        A non-zero exit raises ``error`` (transient by :attr:`transient_errors`)
+        unless ``check`` is false or ``accept(proc)`` says that answer is fine.
+        """
+        timeout = self.options.command_timeout if timeout is None else timeout
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
+                                  stdin=None if input is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            raise error(f"{argv[0]} did not answer within {timeout:g} s", argv=argv,
+                        stdout=_text(e.stdout), stderr=_text(e.stderr), transient=True) from None
+        except OSError as e:
+            raise error(f"cannot run {argv[0]}: {e.strerror}", argv=argv, transient=False) from None
+        log.debug("ran %s rc=%s in %.3f s", argv, proc.returncode, time.monotonic() - started)
+        if check and proc.returncode != 0 and not (accept and accept(proc)):
+            raise error(f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {self.failure_line(proc)}",
+                        argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
+                        transient=self.is_transient(proc.stdout + "\n" + proc.stderr))
+        return proc
+
+    def failure_line(self, proc: subprocess.CompletedProcess[str]) -> str:
+        """The line of a failed command's output that says why (default: the first)."""
+        first = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        return first[0] if first else "no output"
+
+    def is_transient(self, text: str) -> bool:
+        """True when a command's output says a retry may cure its failure."""
+        return bool(self._transient and self._transient.search(text))
+
+    def only_gone(self, text: str) -> bool:
+        """True when every line of a cancel command's output only says a job has already gone."""
+        return not [ln for ln in text.splitlines() if ln.strip() and not (self._gone and self._gone.search(ln))]
+
+    def retrying(self, fn: Callable[..., T], *args: Any, attempts: int | None = None,
+                 before_retry: Callable[[BaseException], None] | None = None, **kwargs: Any) -> T:
+        """Call ``fn`` and retry transient failures with exponential backoff; ``before_retry(failure)``
+        runs before each retry (an exception from it ends the retries)."""
+        from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+        def transient(e: BaseException) -> bool:
+            return bool(getattr(e, "transient", False))
+
+        def before_sleep(state: RetryCallState) -> None:
+            failure = state.outcome.exception() if state.outcome is not None else None
+            log.warning("%s: transient failure (%s), retrying", self.name, failure)
+            if before_retry is not None and failure is not None:
+                before_retry(failure)
+
+        for attempt in Retrying(stop=stop_after_attempt(attempts or self.options.retries),
+                                wait=wait_exponential(multiplier=0.5, max=10),
+                                retry=retry_if_exception(transient), before_sleep=before_sleep, reraise=True):
+            with attempt:
+                return fn(*args, **kwargs)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- files of the adapter -------------------------------------------------------
     def render(self, template: str, **values: Any) -> str:
         """A job script from ``templates/<template>``, every value quoted for the shell."""
-        import shlex
-        import string
-        from importlib import resources
-
         text = resources.files("jim.adapters.templates").joinpath(template).read_text()
         try:
             return string.Template(text).substitute({k: shlex.quote(str(v)) for k, v in values.items()})
@@ -237,6 +529,7 @@ class Adapter(abc.ABC):
             raise ConfigError(f"job script template {template} is malformed: {e}") from None
 
     def write_script(self, chunk: SubmitChunk, name: str, text: str) -> Path:
+        """Write a job script into the grid job's ``batch/`` directory (atomically)."""
         d = chunk.job_dir / "batch"
         d.mkdir(mode=0o700, exist_ok=True)
         path = d / name
@@ -246,57 +539,30 @@ class Adapter(abc.ABC):
         os.replace(tmp, path)
         return path
 
-    def run(self, argv: list[str], *, timeout: float | None = None, input: str | None = None,
-            env: dict[str, str] | None = None, check: bool = True,
-            error: type[BatchError] = BatchError, transient: Callable[[int, str], bool] | None = None
-            ) -> subprocess.CompletedProcess:
-        """Run one batch command; see the module docstring."""
-        timeout = self.command_timeout if timeout is None else timeout
-        started = time.monotonic()
+    def site_fact(self, name: str, compute: Callable[[], Any], *, key: str = "") -> Any:
+        """A fact about the site that changes rarely, computed at most once a day per jim home
+        (``cache/<adapter>-<name>.json``); a different ``key`` (e.g. which command answers) recomputes it."""
+        path = self.home.cache / f"{self.name}-{name}.json"
         try:
-            proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
-                                  env=env, stdin=None if input is not None else subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as e:
-            raise error(f"{argv[0]} did not answer within {timeout:g} s", argv=argv,
-                        stdout=_text(e.stdout), stderr=_text(e.stderr), transient=True) from None
-        except OSError as e:
-            raise error(f"cannot run {argv[0]}: {e.strerror}", argv=argv, transient=False) from None
-        log.debug("ran %s rc=%s in %.3f s", argv, proc.returncode, time.monotonic() - started)
-        if check and proc.returncode != 0:
-            is_transient = transient(proc.returncode, proc.stderr) if transient else False
-            first = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-            raise error(f"{argv[0]} failed (exit {proc.returncode}): {first[0] if first else 'no output'}",
-                        argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                        transient=is_transient)
-        return proc
+            data = json.loads(path.read_text())
+            if time.time() - data["at"] < FACT_MAX_AGE and data.get("key", "") == key:
+                return data["value"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        value = compute()
+        try:
+            _write_json(path, {"at": time.time(), "key": key, "value": value})
+        except OSError:
+            pass
+        return value
 
-    def retrying(self, fn: Callable[..., T], *args: Any, attempts: int | None = None,
-                 before_retry: Callable[[], None] | None = None, **kwargs: Any) -> T:
-        """Call ``fn`` and retry transient failures with exponential backoff."""
-        from tenacity import (RetryCallState, Retrying, retry_if_exception, stop_after_attempt,
-                              wait_exponential)
-
-        def transient(e: BaseException) -> bool:
-            return bool(getattr(e, "transient", False))
-
-        def before_sleep(state: RetryCallState) -> None:
-            log.warning("%s: transient failure (%s), retrying", self.name, state.outcome.exception())
-            if before_retry:
-                before_retry()
-
-        for attempt in Retrying(stop=stop_after_attempt(attempts or self.retries),
-                                wait=wait_exponential(multiplier=0.5, max=10),
-                                retry=retry_if_exception(transient), before_sleep=before_sleep, reraise=True):
-            with attempt:
-                return fn(*args, **kwargs)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- the shared status cache ------------------------------------------------
+    # -- the shared status cache --------------------------------------------------------
     @property
     def _cache_path(self) -> Path:
         return self.home.cache / f"{self.name}-status.json"
 
-    def _read_cache(self) -> QueryResult | None:
+    def cached_answer(self) -> QueryResult | None:
+        """The last status answer any jim process of this user cached, whatever its age."""
         try:
             data = json.loads(self._cache_path.read_text())
             return QueryResult(ok=data["ok"], error=data.get("error", ""), at=data["at"],
@@ -304,28 +570,19 @@ class Adapter(abc.ABC):
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
-    def _write_cache(self, result: QueryResult) -> None:
-        data = {"at": result.at, "ok": result.ok, "error": result.error,
-                "statuses": {k: v.to_json() for k, v in result.statuses.items()}}
-        tmp = self._cache_path.with_name(f".{self._cache_path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self._cache_path)
-
     def query_cached(self, batch_ids: list[str], *, now: float | None = None) -> QueryResult:
         """:meth:`query`, shared through an on-disk cache by every jim process of this user.
 
         For adapters whose query covers all of the user's jobs, one answer is
-        kept for ``status_interval`` seconds; at most one process refreshes it
+        kept for ``cache_interval`` seconds; at most one process refreshes it
         at a time (single flight: the others use the answer they find rather
         than wait).  A failed query is cached too, so a batch system that is
         down is asked once per interval, not once per caller.
         """
         if not self.user_wide_query or self.status_interval <= 0:
             return self._query_at_start(batch_ids)
-        from jim.locks import SingleInstance
-
         now = time.time() if now is None else now
-        cached = self._read_cache()
+        cached = self.cached_answer()
         if cached is not None and now - cached.at < self.status_interval:
             return cached
         lock = SingleInstance(self.home.cache / f"{self.name}-status.lock")
@@ -335,7 +592,8 @@ class Adapter(abc.ABC):
             return QueryResult(ok=False, error="another process is refreshing the batch status")
         try:
             result = self._query_at_start(batch_ids)
-            self._write_cache(result)
+            _write_json(self._cache_path, {"at": result.at, "ok": result.ok, "error": result.error,
+                                           "statuses": {k: v.to_json() for k, v in result.statuses.items()}})
             return result
         finally:
             lock.release()
@@ -348,7 +606,7 @@ class Adapter(abc.ABC):
         result.at = min(result.at, started)
         return result
 
-    # -- health -------------------------------------------------------------
+    # -- health -------------------------------------------------------------------
     @property
     def _degraded_path(self) -> Path:
         return self.home.cache / f"{self.name}.degraded"
@@ -356,9 +614,7 @@ class Adapter(abc.ABC):
     def mark_degraded(self, reason: str) -> None:
         if not self._degraded_path.exists():
             log.warning("adapter %s degraded: %s", self.name, reason)
-        tmp = self._degraded_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"since": time.time(), "reason": reason}))
-        os.replace(tmp, self._degraded_path)
+        _write_json(self._degraded_path, {"since": time.time(), "reason": reason})
 
     def mark_healthy(self) -> None:
         if self._degraded_path.exists():
@@ -367,61 +623,170 @@ class Adapter(abc.ABC):
 
     def degraded(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self._degraded_path.read_text())
+            data = json.loads(self._degraded_path.read_text())
         except (OSError, ValueError):
             return None
+        return data if isinstance(data, dict) else None
 
 
-#: Every batch job jim submits is named ``jim.<grid job id>.<offset>``: jim's tag, by
-#: which a job is known (never by its batch id alone, which batch systems hand out again).
-NAME_PREFIX = "jim."
+class CommandAdapter(Adapter):
+    """An adapter that drives its batch system through commands (Slurm, Grid Engine, PBS).
+
+    The subclass supplies, besides its options class, ``transient_errors``,
+    ``gone_errors`` and its native-state table (a module-level dict, one line
+    per state, a comment on every ambiguous one):
+
+    ==================================  ============================================
+    ``script(chunk, group)``            the job script of one array (rendered template)
+    ``submit_argv(chunk, group, path)`` the command that submits it
+    ``parse_submit(stdout)``            the job (array) id the command printed, else None
+    ``group_ids(job_id, group)``        local index -> batch id for that array
+    ``status_argv()``                   the one command that lists all of the user's jobs
+    ``parse_status(stdout)``            batch id -> status (ValueError: no answer)
+    ``parse_tags(stdout)``              (batch id, tag) of every job of jim's it lists,
+                                        in any state
+    ``cancel_units(ids)``, ``cancel_argv(units)``   what cancel names, and how
+    ``accounting_units(ids)``, ``accounting_argv(units)``, ``parse_accounting(stdout, wanted)``
+                                        (optional) final states of jobs gone from the queue
+    ``history_tags(grid_id, missing)``  (optional) tag -> batch id of jobs gone from the queue
+    ==================================  ============================================
+    """
+
+    #: What the submit command is called in messages.
+    submit_command: ClassVar[str] = "submit"
+
+    # -- builders and parsers ---------------------------------------------------------
+    @abc.abstractmethod
+    def script(self, chunk: SubmitChunk, group: list[int]) -> str:
+        """The job script of the array of local jobs ``group``."""
+
+    @abc.abstractmethod
+    def submit_argv(self, chunk: SubmitChunk, group: list[int], script: Path) -> list[str]:
+        """The command that submits ``script`` as the array of local jobs ``group``."""
+
+    @abc.abstractmethod
+    def parse_submit(self, stdout: str) -> str | None:
+        """The job (array) id the submit command printed; None when it printed none."""
+
+    @abc.abstractmethod
+    def group_ids(self, job_id: str, group: list[int]) -> dict[int, str]:
+        """local index -> batch id of each local job of the array ``job_id``."""
+
+    @abc.abstractmethod
+    def status_argv(self) -> list[str]:
+        """The one command that lists every job of this user."""
+
+    @abc.abstractmethod
+    def parse_status(self, stdout: str) -> dict[str, BatchStatus]:
+        """Statuses of jim's jobs from the output of :meth:`status_argv` (ValueError: not its output)."""
+
+    @abc.abstractmethod
+    def parse_tags(self, stdout: str) -> Iterable[tuple[str, str]]:
+        """(batch id, tag) of every job of jim's in the output of :meth:`status_argv`, in any state."""
+
+    @abc.abstractmethod
+    def cancel_argv(self, units: Sequence[Any]) -> list[str]:
+        """The command that cancels one batch of :meth:`cancel_units`."""
+
+    def status_accept(self, proc: subprocess.CompletedProcess[str]) -> bool:
+        """True when a non-zero exit of the status command is an answer all the same."""
+        return False
+
+    def accounting_units(self, batch_ids: list[str]) -> Sequence[Any]:
+        """What accounting commands name for these batch ids (none: no accounting)."""
+        return ()
+
+    def accounting_argv(self, units: Sequence[Any]) -> list[str]:
+        raise NotImplementedError(f"{self.name}: accounting_units without accounting_argv")
+
+    def accounting_accept(self, proc: subprocess.CompletedProcess[str]) -> bool:
+        """True when a non-zero exit of an accounting command means "no records"."""
+        return False
+
+    def parse_accounting(self, stdout: str, wanted: set[str]) -> dict[str, BatchStatus]:
+        raise NotImplementedError(f"{self.name}: accounting_units without parse_accounting")
+
+    def history_tags(self, grid_id: str, missing: set[str]) -> dict[str, str]:
+        """tag -> batch id of jobs of ``grid_id`` gone from the queue (from the accounting); none by default."""
+        return {}
+
+    def after_cancel(self, units: Sequence[Any], proc: subprocess.CompletedProcess[str]) -> None:
+        """Called after each cancel command (e.g. to note what jim deleted)."""
+
+    # -- the loop, for commands -----------------------------------------------------------
+    def submit_group(self, chunk: SubmitChunk, group: list[int]) -> dict[int, str]:
+        path = self.write_script(chunk, f"{self.name}-{group[0]}.sh", self.script(chunk, group))
+        argv = self.submit_argv(chunk, group, path)
+        proc = self.run(argv, error=SubmitError)
+        job_id = self.parse_submit(proc.stdout)
+        if job_id is None:
+            raise SubmitError(f"{self.submit_command} printed no job id: {proc.stdout.strip()!r}", argv=argv,
+                              stdout=proc.stdout, stderr=proc.stderr, transient=True)
+        return self.group_ids(job_id, group)
+
+    def query(self, batch_ids: list[str]) -> QueryResult:
+        try:
+            proc = self.run(self.status_argv(), error=QueryError, accept=self.status_accept)
+            return QueryResult(ok=True, statuses=self.parse_status(proc.stdout))
+        except QueryError as e:
+            return QueryResult(ok=False, error=e.message)
+        except ValueError as e:
+            return QueryResult(ok=False, error=str(e))
+
+    def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
+        wanted = set(tags)
+        # (retried: a failure here stops the worker that asks, so ride out a short blip of the batch system)
+        proc = self.retrying(self.run, self.status_argv(), error=QueryError, accept=self.status_accept)
+        try:
+            # in any state, one jim cannot map too: it exists, never submit it again
+            found = {tag: bid for bid, tag in self.parse_tags(proc.stdout) if tag in wanted}
+        except ValueError as e:
+            raise QueryError(str(e), transient=True) from None
+        missing = wanted - set(found)
+        if missing:
+            for tag, bid in self.history_tags(grid_id, missing).items():
+                if tag in missing:
+                    found.setdefault(tag, bid)
+        return found
+
+    def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
+        wanted = set(batch_ids)
+        found: dict[str, BatchStatus] = {}
+        for part in batched(self.accounting_units(batch_ids), self.ids_per_command):
+            found.update(self.accounting_records(self.accounting_argv(part), wanted))
+        return {b: s for b, s in found.items() if b in wanted and s.state.terminal}
+
+    def accounting_records(self, argv: list[str], wanted: set[str]) -> dict[str, BatchStatus]:
+        """Run one accounting command and parse its records (none when it says it has none)."""
+        proc = self.run(argv, error=QueryError, accept=self.accounting_accept)
+        return self.parse_accounting(proc.stdout, wanted) if proc.returncode == 0 else {}
+
+    def cancel_batch(self, units: Sequence[Any], grace: float) -> None:
+        argv = self.cancel_argv(units)
+        proc = self.run(argv, error=CancelError, check=False)
+        self.after_cancel(units, proc)
+        text = (proc.stdout + "\n" + proc.stderr).strip()
+        if proc.returncode != 0 and not self.only_gone(text):
+            bad = next(ln for ln in text.splitlines() if ln.strip() and not (self._gone and self._gone.search(ln)))
+            raise CancelError(f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {bad.strip()}",
+                              argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
+                              transient=self.is_transient(text))
+
+    def queue_of(self, chunk: SubmitChunk, default: str) -> str | None:
+        """The local queue of a chunk: the one the plan chose, else the adapter's default; None for
+        the batch system's own default (``default`` is what jim calls it when no queue is described)."""
+        queue = chunk.queue or default
+        return queue if queue and queue != "default" else None
 
 
-def tag_name(grid_id: str, offset: int) -> str:
-    """The batch job name of the array (or job) whose first task is local job ``offset``."""
-    return f"{NAME_PREFIX}{grid_id}.{offset}"
+def _pattern(parts: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.I) if parts else None
 
 
-def parse_tag_name(name: str | None) -> tuple[str, int] | None:
-    """(grid id, offset) from a job name made by :func:`tag_name`, else None."""
-    if not name or not name.startswith(NAME_PREFIX):
-        return None
-    grid, _, offset = name[len(NAME_PREFIX):].rpartition(".")
-    if not grid or not offset.isdigit():
-        return None
-    return grid, int(offset)
-
-
-def array_spec(tasks) -> str:
-    """``0-3,7,9-10`` from array task ids (the job-array syntax of Slurm, Torque and Grid Engine lists)."""
-    ts = sorted(set(tasks))
-    parts = []
-    start = prev = ts[0]
-    for t in ts[1:] + [None]:
-        if t is not None and t == prev + 1:
-            prev = t
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if t is not None:
-            start = prev = t
-    return ",".join(parts)
-
-def parse_array_spec(spec: str) -> list[int] | None:
-    """Task ids from ``0-3,7,9-10`` (what :func:`array_spec` writes; Slurm's ``:step`` and ``%limit``
-    suffixes are allowed and the step ignored), else None for anything else."""
-    out: list[int] = []
-    for part in spec.split("%")[0].split(","):
-        m = _RANGE.fullmatch(part)
-        if not m:
-            return None
-        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
-        if last - first > 1_000_000:
-            return None
-        out.extend(range(first, last + 1))
-    return out
-
-
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?(?::\d+)?")
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
 
 
 def _text(b: bytes | str | None) -> str:

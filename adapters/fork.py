@@ -5,7 +5,7 @@ of its own (so it outlives the jim call that started it), identified by
 ``<pid>:<start time>`` so that a reused pid is never mistaken for it.
 
 * submit: start the wrappers (the pid and start time are noted before the
-  wrapper may run, see :func:`jim.proc.spawn_detached`'s handshake);
+  wrapper may run, see :func:`jim.proc.detach`'s handshake);
 * query: a local job runs while a process with that pid *and* that start
   time is alive (and not a zombie); otherwise it is absent, and the wrapper's
   exit-code file tells how it ended;
@@ -20,11 +20,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 import psutil
 
-from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jim.adapters.base import Adapter, AdapterOptions, BatchStatus, QueryResult, SubmitChunk
 from jim.errors import SubmitError
 from jim.proc import spawn_detached
 from jim.states import LocalState
@@ -54,38 +57,47 @@ def _process(batch_id: str) -> psutil.Process | None:
         return None
 
 
+@dataclass(frozen=True)
+class ForkOptions(AdapterOptions):
+    python: str = ""
+    """Interpreter for the wrapper ("": the one jim runs with)."""
+
+
 class ForkAdapter(Adapter):
     """Local jobs as detached processes on the gatekeeper host."""
 
     name = "fork"
-    options = {"python": ""}
-    max_chunk = 100
+    Options = ForkOptions
+    options: ForkOptions
+    max_chunk_size = 100
+    ids_per_command = sys.maxsize  # (no command: one kill and one wait for them all)
 
     @property
     def python(self) -> str:
-        return self.opts["python"] or sys.executable
+        return self.options.python or sys.executable
 
-    def submit_chunk(self, chunk: SubmitChunk) -> dict[int, str]:
+    def submit_group(self, chunk: SubmitChunk, group: list[int]) -> dict[int, str]:
         ids: dict[int, str] = {}
         scratch = chunk.job_dir / "scratch"
         scratch.mkdir(mode=0o700, exist_ok=True)
-        for spec in chunk.jobs:
-            argv = chunk.wrapper_argv(self.python, index=spec.index) + ["--scratch", str(scratch)]
+        tags = {s.index: s.tag for s in chunk.jobs}
+        for index in group:
+            argv = [*chunk.wrapper_argv(self.python, index=index), "--scratch", str(scratch)]
             env = dict(os.environ)
-            env["JIM_TAG"] = spec.tag
+            env["JIM_TAG"] = tags[index]
             env.pop("JIM_FAULT", None)
             try:
                 pid, release = spawn_detached(argv, env=env, cwd=str(chunk.job_dir), handshake=True)
             except OSError as e:
-                raise SubmitError(f"cannot start local job {spec.index}: {e}", argv=argv,
-                                  transient=True) from e
+                raise SubmitError(f"cannot start local job {index}: {e}", argv=argv, transient=True) from e
+            assert release is not None
             try:
                 start = psutil.Process(pid).create_time()
             except psutil.Error:  # cannot happen while it waits for us; be safe anyway
                 release(False)
-                raise SubmitError(f"local job {spec.index} vanished before it started", argv=argv,
+                raise SubmitError(f"local job {index} vanished before it started", argv=argv,
                                   transient=True) from None
-            ids[spec.index] = f"{pid}:{start:.3f}"
+            ids[index] = f"{pid}:{start:.3f}"
             release(True)
         return ids
 
@@ -96,9 +108,13 @@ class ForkAdapter(Adapter):
                 statuses[bid] = BatchStatus(LocalState.RUNNING, native="alive")
         return QueryResult(ok=True, statuses=statuses)
 
-    def cancel(self, batch_ids: list[str], grace: float = 5.0) -> None:
+    def cancel_units(self, batch_ids: list[str]) -> Sequence[str]:
+        return batch_ids
+
+    def cancel_batch(self, units: Sequence[str], grace: float) -> None:
+        """SIGTERM to each wrapper's process group; SIGKILL to what is left of them after ``grace``."""
         victims: list[psutil.Process] = []
-        for bid in batch_ids:
+        for bid in units:
             p = _process(bid)
             if p is None:
                 continue
@@ -134,15 +150,12 @@ class ForkAdapter(Adapter):
                     found[tag] = f"{p.pid}:{p.info['create_time']:.3f}"
         return found
 
-    def batch_id_from_started(self, info) -> str | None:
+    def batch_id_from_started(self, info: dict[str, Any]) -> str | None:
         """A wrapper that is gone (its start time unknown): its pid."""
         try:
             return f"{int(info['pid'])}:{_UNKNOWN_START}"
         except (KeyError, TypeError, ValueError):
             return None
-
-    def alive(self, batch_id: str) -> bool:
-        return _process(batch_id) is not None
 
     def free_slots(self) -> int | None:
         """This host's CPUs minus the running local jobs of this user (wrappers: session leaders with JIM_TAG)."""
@@ -156,11 +169,3 @@ class ForkAdapter(Adapter):
                 continue
         return max(0, (os.cpu_count() or 1) - running)
 
-
-def wait_gone(batch_ids: list[str], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(_process(b) is None for b in batch_ids):
-            return True
-        time.sleep(0.05)
-    return all(_process(b) is None for b in batch_ids)

@@ -49,8 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jim.adapters.base import (Adapter, BatchStatus, QueryResult, SubmitChunk, array_spec,
-                               parse_tag_name, tag_name)
+from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk, parse_tag_name, tag_name
+from jim.ranges import array_spec
 from jim.errors import CancelError, ConfigError, QueryError, SubmitError
 from jim.states import Evidence, LocalState
 

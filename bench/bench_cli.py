@@ -74,7 +74,8 @@ def kill_background(home: Path) -> None:
 
 def make_active_record(home: Path, n: int) -> str:
     """A grid job with n RUNNING local jobs, recorded directly (nothing runs)."""
-    from jim.db import Database, new_job_id, new_record
+    from jim.db import Database, new_record
+    from jim.jobid import new_job_id
     from jim.paths import Home
     from jim.states import LocalState
     db = Database(Home(home).ensure())
@@ -111,6 +112,7 @@ def main():
     # the baseline runs in the same environment as jim (the wheel install's venv)
     baseline = timed([jim[0], "-c", "pass"], n=args.runs)
 
+    from jim.background import monitor_lock
     from jim.locks import SingleInstance
     from jim.paths import Home
     submit = []
@@ -119,7 +121,7 @@ def main():
         home = tmp / f"submit{k}"
         env = {**base_env, "JIM_HOME": str(home)}
         hold_back_submission(home)
-        monitor = SingleInstance(Home(home).monitor_lock)  # no monitor: nobody clears the degraded mark
+        monitor = SingleInstance(monitor_lock(home))  # no monitor: nobody clears the degraded mark
         assert monitor.acquire()
         t = time.perf_counter()
         p = subprocess.run(jim + ["submit", "--rsl", f"&(executable=/bin/true)(count={n})"], env=env,
@@ -133,10 +135,11 @@ def main():
     home = tmp / "poll"
     env = {**base_env, "JIM_HOME": str(home)}
     job_id = make_active_record(home, n)
+    from jim.background import monitor_lock
     from jim.locks import SingleInstance
     from jim.paths import Home
     from jim.states import Evidence, LocalState
-    mon = SingleInstance(Home(home).monitor_lock)
+    mon = SingleInstance(monitor_lock(home))
     assert mon.acquire()
     poll_active = timed(jim + ["poll", "--job-id", job_id], env=env, n=args.runs)
     mon.release()

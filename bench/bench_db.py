@@ -34,7 +34,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from jim.db import Database, atomic_write, new_job_id, new_record, read_summary  # noqa: E402
+from jim import summary  # noqa: E402
+from jim.db import Database, atomic_write, new_record  # noqa: E402
+from jim.jobid import new_job_id  # noqa: E402
 from jim.paths import Home  # noqa: E402
 
 
@@ -99,7 +101,7 @@ def bench(n: int, runs: int, root: Path) -> dict:
         dict(con.execute("SELECT state, count(*) FROM lj GROUP BY state").fetchall())
 
     def poll_read():
-        read_summary(home, job_id)
+        summary.read(home.summary(job_id))
 
     out = {"local jobs": n, "xml bytes": size_xml}
     for name, w, r in (("xml (jim)", xml_write, xml_read), ("json", json_write, json_read),

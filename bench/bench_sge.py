@@ -204,7 +204,7 @@ idle_exit = 600
     from jim.adapters.sge import SgeAdapter, parse_qstat
     from jim.config import load
     from jim.db import Database
-    from jim.monitor import refresh
+    from jim.monitor import Memo, refresh
     from jim.paths import Home
 
     queued = parse_qstat(subprocess.run(["qstat", "-u", USER, "-xml", "-g", "d"], env=env, capture_output=True,
@@ -239,7 +239,7 @@ idle_exit = 600
         os.environ.update({"JIM_HOME": str(home), "JIM_CONFIG": str(cfg2)})
         config = load()
         db = Database(Home(home), config.deadlines.lock)
-        memo: dict = {}
+        memo = Memo()
         t = time.perf_counter()
         active = refresh(config, db, adapter, memo=memo)
         first = time.perf_counter() - t

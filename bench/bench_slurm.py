@@ -191,9 +191,10 @@ idle_exit = 600
     from bench_cli import make_active_record, timed  # same helpers as the fork benchmark
     home = tmp / "b3"
     job_id = make_active_record(home, 10000)
+    from jim.background import monitor_lock
     from jim.locks import SingleInstance
     from jim.paths import Home
-    mon = SingleInstance(Home(home).monitor_lock)
+    mon = SingleInstance(monitor_lock(home))
     assert mon.acquire()
     polls = timed([*jim_command(tmp), "poll", "--job-id", job_id], env={**env, "JIM_HOME": str(home),
                                                                         "JIM_CONFIG": str(cfg)}, n=100)

@@ -48,7 +48,8 @@ BUDGET_MS = 1000.0
 
 def record_grid_jobs(home: Path, n: int, local_jobs: int) -> list[str]:
     """n grid jobs through the database API, a second apart, in a mix of states."""
-    from jim.db import Database, new_job_id, new_record
+    from jim.db import Database, new_record
+    from jim.jobid import new_job_id
     from jim.paths import Home
     from jim.states import Evidence, LocalState
 

@@ -91,6 +91,15 @@ class LocalSlice:
         out["queue"] = self.queue
         return out
 
+    def to_json(self) -> dict[str, Any]:
+        return {"attrs": self.attrs, "params": self.params, "env": self.env, "queue": self.queue,
+                "failed_on_creation": self.failed_on_creation}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LocalSlice:
+        return cls(attrs=data["attrs"], params=data["params"], env=data["env"], queue=data.get("queue"),
+                   failed_on_creation=data.get("failed_on_creation"))
+
 
 @dataclass
 class Plan:
@@ -114,6 +123,16 @@ class Plan:
             out["queue"] = self.queue
         out.update({k: v for k, v in self.attrs.items() if v is not None})
         return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON data (what ``jobs/<id>/plan.json`` holds, with the commands: see jim.plan)."""
+        return {"binding": self.binding, "explanation": self.explanation, "attrs": self.attrs,
+                "queue": self.queue, "slices": [s.to_json() for s in self.slices]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        return cls([LocalSlice.from_json(s) for s in data["slices"]], data["binding"], data["explanation"],
+                   attrs=data["attrs"], queue=data.get("queue"))
 
 
 class Handler(abc.ABC):

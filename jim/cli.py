@@ -23,8 +23,20 @@ processes if they are needed.
 
 from __future__ import annotations
 
+import gc
 import os
+import signal
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from jim import background, summary
+from jim.errors import BatchError, JimError, JobNotFound
+from jim.jobid import valid_job_id
+
+if TYPE_CHECKING:
+    from jim.config import Config
+    from jim.jobdesc import JobDescription
 
 PROTOCOL = ("submit", "poll", "cancel")
 USAGE = """usage: jim [-v|-q] COMMAND ...
@@ -71,7 +83,7 @@ class _Protocol:
 
 
 def _fast_poll(args: list[str]) -> int:
-    """``jim poll --job-id ID``: the hot path (only ``os``, ``fcntl`` and jim.errors are imported)."""
+    """``jim poll --job-id ID`` without argparse, config parsing or lxml: the hot path."""
     job_id = None
     i = 0
     while i < len(args):
@@ -89,28 +101,12 @@ def _fast_poll(args: list[str]) -> int:
     out = _Protocol()
     code = 0
     try:
-        from jim.errors import JimError, JobNotFound
         try:
             if not job_id:
                 raise JobNotFound("poll needs --job-id ID", gram_error=46)
-            if not _looks_like_job_id(job_id):
-                raise JobNotFound(f"no grid job {job_id!r} (not a jim job id)")
-            if os.environ.get("JIM_HOME"):
-                home = os.path.expanduser(os.environ["JIM_HOME"])
-            else:
-                from jim.config import load
-                home = str(load().home)
-            summary = _read_summary(os.path.join(home, "db", job_id + ".state"), job_id)
-            out.emit("JOB_STATE", summary["JOB_STATE"])
-            for key in ("EXIT_CODE", "MESSAGE"):
-                if key in summary:
-                    out.emit(key, summary[key])
-            if summary["JOB_STATE"] not in ("DONE", "FAILED"):
-                _ensure_background(home, job_id, summary)
+            _poll(_home_for_poll(), job_id, out)
         except JimError as e:
-            out.emit("ERROR", e.gram_error)
-            out.emit("MESSAGE", e.message)
-            code = 1
+            code = _report(out, e)
     except Exception as e:  # never a traceback on stdout
         out.lines = []
         out.emit("ERROR", 17)
@@ -122,68 +118,32 @@ def _fast_poll(args: list[str]) -> int:
     return code
 
 
-def _looks_like_job_id(job_id: str) -> bool:
-    """The check of :func:`jim.paths.valid_job_id`, without importing re (poll's hot path)."""
-    parts = job_id.split("-")
-    return (len(parts) == 3 and len(parts[0]) == 8 and parts[0].isdigit() and parts[0].isascii()
-            and len(parts[1]) == 6 and parts[1].isdigit() and parts[1].isascii()
-            and 6 <= len(parts[2]) <= 12 and all(c in "0123456789abcdef" for c in parts[2]))
+def _home_for_poll() -> str:
+    if os.environ.get("JIM_HOME"):
+        return os.path.expanduser(os.environ["JIM_HOME"])
+    from jim.config import load  # (lazy: only without $JIM_HOME does poll parse the config)
+
+    return str(load().home)
 
 
-def _read_summary(path: str, job_id: str) -> dict[str, str]:
-    from jim.errors import JobNotFound
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise JobNotFound(f"no grid job {job_id}") from None
-    out = {}
-    for line in text.splitlines():
-        k, sep, v = line.lstrip("#").partition("=")
-        if sep:
-            out[k] = v
-    return out
-
-
-def _lock_held(path: str) -> bool:
-    """True when another process holds the flock on ``path`` (see jim.locks.SingleInstance)."""
-    import fcntl
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _ensure_background(home: str, job_id: str, summary: dict[str, str]) -> None:
-    """Start the monitor (and the worker, if local jobs await submission) when they are not running."""
-    home = str(home)
-    locks = os.path.join(home, "locks")
-    need_monitor = not _lock_held(os.path.join(locks, "monitor.lock"))
-    need_worker = (summary.get("UNSUBMITTED", "0") != "0" and summary.get("CANCEL") != "1"
-                   and not _lock_held(os.path.join(locks, f"{job_id}.worker.lock")))
-    if not (need_monitor or need_worker):
-        return
-    from jim.proc import jim_argv, spawn_detached
-
-    env = dict(os.environ)
-    env["JIM_HOME"] = home
-    err = os.path.join(home, "log", "background.err")
-    if need_monitor:
-        spawn_detached(jim_argv("_monitor"), env=env, cwd=home, stderr=err)
-    if need_worker:
-        spawn_detached(jim_argv("_worker", job_id), env=env, cwd=home, stderr=err)
+def _poll(home: str, job_id: str, out: _Protocol) -> None:
+    """Answer from the grid job's poll summary; start the background processes it still needs."""
+    if not valid_job_id(job_id):
+        raise JobNotFound(f"no grid job {job_id!r} (not a jim job id)")
+    found = summary.read(summary.path(home, job_id))
+    if found is None:
+        raise JobNotFound(f"no grid job {job_id}")
+    for key in summary.PROTOCOL_KEYS:
+        if key in found:
+            out.emit(key, found[key])
+    if not summary.terminal(found):
+        background.ensure_running(home, job_id, worker_needed=summary.unsubmitted(found))
 
 
 def _log_exception(where: str) -> None:
     try:
-        import logging
+        import logging  # (lazy: poll never logs unless something went wrong)
+
         logging.getLogger("jim.cli").exception("unexpected error in %s", where)
     except Exception:
         pass
@@ -191,12 +151,12 @@ def _log_exception(where: str) -> None:
 
 # ---------------------------------------------------------------------------
 
-def _parser(only: str | None = None):
+def _parser(only: str | None = None) -> Any:
     """The argument parser; with ``only``, just that command's (building them all costs 20 ms)."""
-    import argparse
+    import argparse  # (lazy: poll parses its own arguments)
 
     names = ("submit", "poll", "cancel", "status", "list", "plan", "handlers", "doctor", "advertise", "serve",
-             "gram-install", "_worker", "_monitor")
+             "gram-install", background.WORKER_COMMAND, background.MONITOR_COMMAND)
     want = (lambda name: True) if only not in names else (lambda name: name == only)  # noqa: E731
 
     p = argparse.ArgumentParser(prog="jim", description="jim: a site-side grid job manager",
@@ -250,17 +210,17 @@ def _parser(only: str | None = None):
         sp.add_argument("--port", type=int, default=8642, help="port (default 8642; 0 picks a free one)")
     if want("gram-install"):
         sub.add_parser("gram-install", help="install the GRAM5 glue (run as root)", add_help=False)
-    if want("_worker"):
-        sp = sub.add_parser("_worker")
+    if want(background.WORKER_COMMAND):
+        sp = sub.add_parser(background.WORKER_COMMAND)
         sp.add_argument("job_id")
-    if want("_monitor"):
-        sub.add_parser("_monitor")
+    if want(background.MONITOR_COMMAND):
+        sub.add_parser(background.MONITOR_COMMAND)
     return p
 
 
-def _load_description(args):
-    from jim.errors import DescriptionError
-    from jim.jobdesc import parse_jdl, parse_json, parse_rsl
+def _load_description(args: Any) -> JobDescription:
+    from jim.errors import DescriptionError  # (lazy: below, every import is one command's, never poll's)
+    from jim.jobdesc import parse_jdl, parse_json, parse_rsl  # (lazy: submit and plan only)
 
     if args.rsl is not None:
         return parse_rsl(args.rsl)
@@ -281,22 +241,22 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "poll" and not flags:
         return _fast_poll(argv[1:])
     if argv and argv[0] == "gram-install":
-        from jim.gram import main as gram_main
+        from jim.gram import main as gram_main  # (lazy: an admin's command, never poll's)
+
         return gram_main(argv[1:])
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0 if argv else 2
     if argv[0] == "--version":
         from jim import __version__
+
         print(f"jim {__version__}")
         return 0
     command = argv[0]
     protocol = command in PROTOCOL
-    if command != "_monitor":  # short-lived: garbage collection only costs time (the monitor keeps it)
-        import gc
+    if command != background.MONITOR_COMMAND:  # short-lived: garbage collection only costs time (the monitor keeps it)
         gc.disable()
     if not protocol:  # a person piping into head: end quietly
-        import signal
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     out = _Protocol() if protocol else None
     try:
@@ -313,22 +273,22 @@ def main(argv: list[str] | None = None) -> int:
             out.close()
 
 
-def _dispatch(args, out) -> int:
-    from jim.errors import JimError
-
+def _dispatch(args: Any, out: _Protocol | None) -> int:
     try:
-        from jim.config import load
+        from jim.config import load  # (lazy: poll's hot path does without the config)
+        from jim.log import setup  # (lazy: likewise)
+
         config = load()
-        from jim import log as jlog
-        jlog.setup(config.home, verbose=args.verbose, quiet=args.quiet)
+        setup(config.home, verbose=args.verbose, quiet=args.quiet)
     except JimError as e:
         return _report(out, e)
     try:
         return COMMANDS[args.command](config, args, out)
     except JimError as e:
-        import logging
-        logging.getLogger("jim.cli").error("jim %s failed: %s", args.command,
-                                           e.details() if hasattr(e, "details") else e.message)
+        import logging  # (lazy: see _log_exception)
+
+        details = e.details() if isinstance(e, BatchError) else e.message
+        logging.getLogger("jim.cli").error("jim %s failed: %s", args.command, details)
         return _report(out, e)
     except Exception as e:
         _log_exception(args.command)
@@ -340,7 +300,7 @@ def _dispatch(args, out) -> int:
         raise
 
 
-def _report(out, e) -> int:
+def _report(out: _Protocol | None, e: JimError) -> int:
     if out is not None:
         out.lines = []
         out.emit("ERROR", e.gram_error)
@@ -351,49 +311,38 @@ def _report(out, e) -> int:
 
 
 # ---------------------------------------------------------------------------
-# commands
+# commands: each imports its stage when it runs (``jim poll`` loads none of them)
 # ---------------------------------------------------------------------------
 
-def cmd_submit(config, args, out) -> int:
-    from jim.manager import submit
 
-    desc = _load_description(args)
-    job_id = submit(config, desc)
+def cmd_submit(config: Config, args: Any, out: _Protocol) -> int:
+    from jim.submit import submit  # (lazy: not poll's)
+
+    job_id = submit(config, _load_description(args))
     out.emit("JOB_ID", job_id)
     out.emit("JOB_STATE", "PENDING")
     return 0
 
 
-def cmd_poll(config, args, out) -> int:  # with -v/-q; normally the fast path answers
-    from jim.paths import Home
+def cmd_poll(config: Config, args: Any, out: _Protocol) -> int:  # with -v/-q; normally the fast path answers
+    _poll(str(config.home), args.job_id, out)
+    return 0
+
+
+def cmd_cancel(config: Config, args: Any, out: _Protocol) -> int:
+    from jim.cancel import cancel  # (lazy: not poll's)
+
+    out.emit("JOB_STATE", cancel(config, args.job_id).name)
+    return 0
+
+
+def cmd_status(config: Config, args: Any, out: None) -> int:
+    from jim.db import Database  # (lazy: not poll's)
+    from jim.paths import Home  # (lazy: not poll's)
+    from jim.status import dump, render_status, status_json  # (lazy: not poll's)
 
     home = Home(config.home)
-    summary = _read_summary(str(home.summary(args.job_id)), args.job_id)
-    out.emit("JOB_STATE", summary["JOB_STATE"])
-    for key in ("EXIT_CODE", "MESSAGE"):
-        if key in summary:
-            out.emit(key, summary[key])
-    if summary["JOB_STATE"] not in ("DONE", "FAILED"):
-        _ensure_background(str(home.root), args.job_id, summary)
-    return 0
-
-
-def cmd_cancel(config, args, out) -> int:
-    from jim.manager import cancel
-
-    state = cancel(config, args.job_id)
-    out.emit("JOB_STATE", state.name)
-    return 0
-
-
-def cmd_status(config, args, out) -> int:
-    from jim.db import Database
-    from jim.monitor import dump, status_json
-    from jim.paths import Home
-    from jim.status import render_status
-
-    job = Database(Home(config.home), config.deadlines.lock).read(Home(config.home).check_id(args.job_id))
-    data = status_json(job)
+    data = status_json(Database(home, config.deadlines.lock).read(home.check_id(args.job_id)))
     if args.json:
         print(dump(data))
     else:
@@ -401,73 +350,40 @@ def cmd_status(config, args, out) -> int:
     return 0
 
 
-def cmd_list(config, args, out) -> int:
-    import json
-
-    from jim.db import Database
-    from jim.paths import Home
+def cmd_list(config: Config, args: Any, out: None) -> int:
+    from jim.db import Database  # (lazy: not poll's)
+    from jim.paths import Home  # (lazy: not poll's)
+    from jim.status import dump, render_list  # (lazy: not poll's)
 
     home = Home(config.home)
-    if not home.db.is_dir():
-        jobs = []
-    else:
-        jobs = Database(home, config.deadlines.lock).list()
+    jobs = Database(home, config.deadlines.lock).list() if home.db.is_dir() else []
     if args.state:
         jobs = [j for j in jobs if j["state"] == args.state.upper()]
     if args.json:
-        print(json.dumps(jobs, indent=2))
-        return 0
-    if not jobs:
-        print("no grid jobs")
-        return 0
-    print(f"{'ID':<25} {'STATE':<10} {'TYPE':<12} {'LOCAL':>6}  {'CREATED':<24} NAME")
-    for j in jobs:
-        print(f"{j['id']:<25} {j['state']:<10} {j['jobtype']:<12} {j['localJobs']:>6}  {j['created']:<24} {j['name']}")
+        print(dump(jobs))
+    else:
+        print(render_list(jobs), end="")
     return 0
 
 
-def cmd_plan(config, args, out) -> int:
+def cmd_plan(config: Config, args: Any, out: None) -> int:
     """``jim plan --dry-run``: validate, choose the queue and plan; record, write and submit nothing."""
-    import json
-
-    from jim.manager import make_plan
+    from jim.plan import dry_run_json, make_plan, render_dry_run  # (lazy: not poll's)
 
     desc = _load_description(args)
-    handler, plan, commands = make_plan(config, desc, dry_run=True)
-    attrs = {k: v for k, v in plan.record_attrs().items()}
-    jobs = [{"index": k, "queue": s.queue, "slice": s.attrs, "params": s.params, "env": s.env,
-             "estSeconds": s.attrs.get("estSeconds"), "failedOnCreation": s.failed_on_creation,
-             "argv": commands[k]} for k, s in enumerate(plan.slices)]
+    _handler, plan, commands = make_plan(config, desc, dry_run=True)
+    data = dry_run_json(desc, plan, commands)
     if args.json:
-        print(json.dumps({"dryRun": True, "jobtype": desc.jimtype, "localJobs": plan.n, "binding": plan.binding,
-                          "queue": plan.queue, "timeLimit": attrs.get("timeLimit"),
-                          "timeLimitBy": attrs.get("timeLimitBy"), "explanation": plan.explanation,
-                          "plan": attrs, "jobs": jobs}, indent=2, default=str))
-        return 0
-    failed = sum(1 for s in plan.slices if s.failed_on_creation)
-    print(f"job type {desc.jimtype}: {plan.n} local job(s){f' ({failed} failed on creation)' if failed else ''}; "
-          f"binding limit: {plan.binding}")
-    queue = plan.queue or "(the batch system's default)"
-    extra = f" on CE {attrs['ce']}" if attrs.get("ce") else ""
-    print(f"queue: {queue}{extra}" + (f"; requirements: {attrs['requirements']}" if attrs.get("requirements") else ""))
-    if attrs.get("timeLimit"):
-        longest = attrs.get("estSecondsPerJob")
-        print(f"time limit per local job: {attrs['timeLimit']} s ({attrs['timeLimitBy']})"
-              + (f"; longest local job about {longest} s" if longest else ""))
-    print(plan.explanation)
-    print(f"  {'#':>5}  {'queue':<12} {'est. s':>8}  slice")
-    for job in jobs[:50]:
-        sl = " ".join(f"{a}={v}" for a, v in {**job["slice"], **job["params"]}.items() if a != "estSeconds")
-        extra = f"  [failed on creation: {job['failedOnCreation']}]" if job["failedOnCreation"] else ""
-        print(f"  {job['index']:>5}  {job['queue'] or '-':<12} {job['estSeconds'] or '-':>8}  {sl}{extra}")
-    if plan.n > 50:
-        print(f"  ... and {plan.n - 50} more")
-    print("(dry run: nothing recorded or submitted)")
+        import json  # (lazy: not poll's)
+
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(render_dry_run(data), end="")
     return 0
 
 
-def cmd_handlers(config, args, out) -> int:
-    from jim.handlers import discover
+def cmd_handlers(config: Config, args: Any, out: None) -> int:
+    from jim.handlers import discover  # (lazy: not poll's)
 
     for name, entry in sorted(discover().items()):
         if isinstance(entry, Exception):
@@ -478,63 +394,49 @@ def cmd_handlers(config, args, out) -> int:
     return 0
 
 
-def cmd_doctor(config, args, out) -> int:
-    import stat
+def cmd_doctor(config: Config, args: Any, out: None) -> int:
+    from jim.doctor import doctor  # (lazy: not poll's)
 
-    from jim.adapters import get_adapter
-    from jim.handlers import discover
-    from jim.paths import Home
-
-    ok = True
-    print(f"config:   {config.source}")
-    home = Home(config.home)
-    print(f"home:     {home.root}")
-    if home.root.exists():
-        mode = stat.S_IMODE(home.root.stat().st_mode)
-        if mode & 0o077:
-            ok = False
-            print(f"  PROBLEM: {home.root} is readable by others (mode {mode:o}); run chmod 700")
-    print(f"adapter:  {config.batch.adapter} {config.batch.options or ''}")
-    try:
-        adapter = get_adapter(config, home)
-        deg = adapter.degraded() if home.cache.exists() else None
-        print(f"  {'DEGRADED since ' + str(deg['since']) + ': ' + deg['reason'] if deg else 'healthy'}")
-    except Exception as e:
-        ok = False
-        print(f"  PROBLEM: {e}")
-    for name, entry in sorted(discover().items()):
-        if isinstance(entry, Exception):
-            ok = False
-            print(f"handler {name}: BROKEN ({entry})")
-    print("all good" if ok else "problems found")
-    return 0 if ok else 1
+    return doctor(config)
 
 
-def cmd_advertise(config, args, out) -> int:
-    from jim.advertise import run
+def cmd_advertise(config: Config, args: Any, out: None) -> int:
+    from jim.advertise import run  # (lazy: not poll's)
+
     return run(config, collector=args.collector, as_json=args.json, name=args.name)
 
 
-def cmd_serve(config, args, out) -> int:
-    from jim.web import serve
+def cmd_serve(config: Config, args: Any, out: None) -> int:
+    from jim.web import serve  # (lazy: not poll's)
+
     return serve(config, host=args.host, port=args.port)
 
 
-def cmd_worker(config, args, out) -> int:
-    from jim.worker import run
+def cmd_worker(config: Config, args: Any, out: None) -> int:
+    from jim.worker import run  # (lazy: not poll's)
+
     return run(config, args.job_id)
 
 
-def cmd_monitor(config, args, out) -> int:
-    from jim.monitor import run
+def cmd_monitor(config: Config, args: Any, out: None) -> int:
+    from jim.monitor import run  # (lazy: not poll's)
+
     return run(config)
 
 
-COMMANDS = {
-    "submit": cmd_submit, "poll": cmd_poll, "cancel": cmd_cancel, "status": cmd_status, "list": cmd_list,
-    "plan": cmd_plan, "handlers": cmd_handlers, "doctor": cmd_doctor, "serve": cmd_serve,
+COMMANDS: dict[str, Callable[[Config, Any, Any], int]] = {
+    "submit": cmd_submit,
+    "poll": cmd_poll,
+    "cancel": cmd_cancel,
+    "status": cmd_status,
+    "list": cmd_list,
+    "plan": cmd_plan,
+    "handlers": cmd_handlers,
+    "doctor": cmd_doctor,
+    "serve": cmd_serve,
     "advertise": cmd_advertise,
-    "_worker": cmd_worker, "_monitor": cmd_monitor,
+    background.WORKER_COMMAND: cmd_worker,
+    background.MONITOR_COMMAND: cmd_monitor,
 }
 
 

@@ -3,7 +3,7 @@
 Layout (see :mod:`jim.paths`)::
 
     db/<id>.xml     the grid job (schema: jim/schema/jim.rng, version SCHEMA_VERSION)
-    db/<id>.state   what ``jim poll`` prints, rewritten with every change of the record
+    db/<id>.state   the poll summary (jim.summary), rewritten with every change of the record
     db/index.xml    one <job> line per grid job, for listing without parsing every record
     db/jim.xsl      the stylesheet that makes a browser render <id>.xml as a page
 
@@ -34,57 +34,39 @@ A grid job record::
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from lxml import etree
 
+from jim import summary
 from jim.errors import DatabaseError, JobNotFound
 from jim.locks import locked
 from jim.paths import Home
-from jim.states import (Evidence, GramState, LocalState, aggregate_counts, grid_exit_code,
-                        may_transition)
+from jim.states import Evidence, GramState, LocalState, aggregate_counts, grid_exit_code, may_transition
+from jim.timestamps import now_iso, parse_iso
 
 _TERMINAL_NAMES = frozenset(s.value for s in LocalState if s.terminal)
 # evaluated in C: iterating thousands of elements in Python costs tens of ms a pass
 _LOCAL_STATES = etree.XPath("localjobs/localjob/@state", smart_strings=False)
-_UNSPLIT = etree.XPath("boolean(localjobs/localjob[not(@batchId)][not(%s)])"
-                       % " or ".join(f"@state='{n}'" for n in sorted(_TERMINAL_NAMES)))
+_UNSPLIT = etree.XPath(
+    "boolean(localjobs/localjob[not(@batchId)][not(%s)])" % " or ".join(f"@state='{n}'" for n in sorted(_TERMINAL_NAMES))
+)
 
 SCHEMA_VERSION = "1"
 STYLESHEET = "jim.xsl"
-_PI = etree.ProcessingInstruction("xml-stylesheet", f'type="text/xsl" href="{STYLESHEET}"')
+#: The processing instruction that makes a browser render a record (or the index) through jim.xsl.
+STYLESHEET_PI = f'type="text/xsl" href="{STYLESHEET}"'
 
 
-_last_stamp: tuple[int, str] = (-1, "")
-
-
-def now_iso(t: float | None = None) -> str:
-    """ISO 8601 UTC with milliseconds (formatting is cached per millisecond: it runs per local job)."""
-    global _last_stamp
-    t = time.time() if t is None else t
-    ms = int(t * 1000)
-    if ms != _last_stamp[0]:
-        text = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        _last_stamp = (ms, text)
-    return _last_stamp[1]
-
-
-def parse_iso(s: str | None) -> float | None:
-    if not s:
-        return None
-    return _dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
-
-
-def new_job_id(t: float | None = None) -> str:
-    t = time.time() if t is None else t
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(t)) + "-" + os.urandom(4).hex()
+def stylesheet_pi() -> etree._ProcessingInstruction:
+    return etree.ProcessingInstruction("xml-stylesheet", STYLESHEET_PI)
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
@@ -405,7 +387,7 @@ def new_record(job_id: str, *, jobtype: str, name: str, owner: str, adapter: str
                          state=GramState.PENDING.name, created=stamp, updated=stamp,
                          MasterJobID=job_id, HerdState="WillSplit", cancelRequested="false")
     doc = etree.ElementTree(root)
-    root.addprevious(etree.ProcessingInstruction("xml-stylesheet", f'type="text/xsl" href="{STYLESHEET}"'))
+    root.addprevious(stylesheet_pi())
     desc_el = etree.SubElement(root, "description", format=source_format)
     etree.SubElement(desc_el, "source").text = _clean(source_text)
     for k, vals in description.items():
@@ -505,16 +487,16 @@ class Database:
         self._write_summary(job)
 
     def _write_summary(self, job: GridJob) -> None:
-        lines = [f"JOB_STATE={job.state.name}"]
-        if job.state.terminal and job.exit_code is not None:
-            lines.append(f"EXIT_CODE={job.exit_code}")
         counts = job.counts()
-        unsubmitted = counts.get("PLANNED", 0) + counts.get("SUBMITTING", 0)
-        if job.state is GramState.FAILED:
-            lines.append(f"MESSAGE={_failure_reason(job)}")
-        lines.append(f"#UNSUBMITTED={unsubmitted}")
-        lines.append(f"#CANCEL={'1' if job.cancel_requested else '0'}")
-        atomic_write(self.home.summary(job.id), ("\n".join(lines) + "\n").encode())
+        terminal = job.state.terminal
+        data = summary.render(
+            job.state.name,
+            exit_code=job.exit_code if terminal else None,
+            message=_failure_reason(job) if job.state is GramState.FAILED else None,
+            unsubmitted=counts.get("PLANNED", 0) + counts.get("SUBMITTING", 0),
+            cancel=job.cancel_requested,
+        )
+        atomic_write(self.home.summary(job.id), data)
 
     # -- operations ----------------------------------------------------------
     def create(self, job: GridJob) -> None:
@@ -600,7 +582,7 @@ class Database:
         """The index, with the stylesheet instruction so that a browser renders it too."""
         doc = etree.ElementTree(root)
         if root.getprevious() is None:
-            root.addprevious(etree.ProcessingInstruction("xml-stylesheet", f'type="text/xsl" href="{STYLESHEET}"'))
+            root.addprevious(stylesheet_pi())
         atomic_write(self.home.index, etree.tostring(doc, xml_declaration=True, encoding="UTF-8"))
 
     def _index_update(self, job: GridJob) -> None:
@@ -622,14 +604,14 @@ class Database:
         return jobs
 
     def active_ids(self) -> list[str]:
-        """Grid jobs whose state is not terminal (from the summaries: cheap)."""
+        """Grid jobs whose state is not terminal (from the poll summaries: cheap)."""
         out = []
         for path in self.home.db.glob("*.state"):
             try:
-                first = path.read_text().split("\n", 1)[0]
+                found = summary.read(path)
             except OSError:
                 continue
-            if first not in ("JOB_STATE=DONE", "JOB_STATE=FAILED"):
+            if found is not None and not summary.terminal(found):
                 out.append(path.stem)
         return sorted(out)
 
@@ -659,20 +641,6 @@ def disk_key(path: Path, missing: bool = False) -> tuple[int, int, int] | None:
             return None
         raise
     return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def read_summary(home: Home, job_id: str) -> dict[str, str]:
-    """The poll summary of a grid job, as key -> value (keys without the '#')."""
-    try:
-        text = home.summary(job_id).read_text()
-    except FileNotFoundError:
-        raise JobNotFound(f"no grid job {job_id}") from None
-    out = {}
-    for line in text.splitlines():
-        if "=" in line:
-            k, v = line.lstrip("#").split("=", 1)
-            out[k] = v
-    return out
 
 
 def validate(path: Path) -> list[str]:

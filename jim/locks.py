@@ -7,6 +7,9 @@ Two kinds:
 * :class:`SingleInstance` — a lock held for a process's whole life (the
   worker of a grid job, the per-user monitor); ``acquire`` never waits, and
   the pid of the holder is written into the file for people and for cancel.
+
+Only ``os``, ``fcntl`` and ``time`` are needed: ``jim poll`` asks whether the
+worker and the monitor run.
 """
 
 from __future__ import annotations
@@ -16,18 +19,17 @@ import errno
 import fcntl
 import os
 import time
-from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from jim.errors import LockTimeout
 
 
-def _open(path: Path) -> int:
+def _open(path: str | os.PathLike[str]) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
 @contextlib.contextmanager
-def locked(path: Path, timeout: float = 10.0, *, shared: bool = False) -> Iterator[None]:
+def locked(path: str | os.PathLike[str], timeout: float = 10.0, *, shared: bool = False) -> Iterator[None]:
     """Hold an exclusive (or shared) lock on ``path`` for the ``with`` block."""
     fd = _open(path)
     try:
@@ -42,7 +44,7 @@ def locked(path: Path, timeout: float = 10.0, *, shared: bool = False) -> Iterat
                 if e.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if time.monotonic() >= deadline:
-                    raise LockTimeout(f"could not lock {path.name} within {timeout:g} s") from None
+                    raise LockTimeout(f"could not lock {os.path.basename(path)} within {timeout:g} s") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
         yield
@@ -53,7 +55,7 @@ def locked(path: Path, timeout: float = 10.0, *, shared: bool = False) -> Iterat
 class SingleInstance:
     """A lock that marks "this process is the one doing X"."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = path
         self.fd: int | None = None
 
@@ -90,7 +92,8 @@ class SingleInstance:
 
     def holder_pid(self) -> int | None:
         try:
-            text = self.path.read_text().strip()
+            with open(self.path) as f:
+                text = f.read().strip()
             return int(text) if text else None
         except (OSError, ValueError):
             return None

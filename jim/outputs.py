@@ -33,6 +33,7 @@ from pathlib import Path
 from jim.db import Database, GridJob
 from jim.errors import InvalidAttribute
 from jim.locks import locked
+from jim.timestamps import now_iso
 
 MAX_MERGED = 64 * 1024 * 1024  # never copy more than this much merged output
 
@@ -40,26 +41,6 @@ MAX_MERGED = 64 * 1024 * 1024  # never copy more than this much merged output
 def _suffix(index: int, batch_id: str | None) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", batch_id or "")
     return f"{index}.{safe}" if safe else str(index)
-
-
-def read_exit_file(path: Path) -> tuple[int, dict[str, str]] | None:
-    """The wrapper's exit-code file: (code, extra facts), or None when absent/partial."""
-    try:
-        text = path.read_text()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    lines = text.splitlines()
-    if not lines:
-        return None
-    try:
-        code = int(lines[0].strip())
-    except ValueError:
-        return None
-    info = {}
-    for line in lines[1:]:
-        k, _, v = line.partition("=")
-        info[k.strip()] = v.strip()
-    return code, info
 
 
 def tar_path_for(db: Database, job: GridJob) -> Path:
@@ -97,7 +78,7 @@ def gather(db: Database, job: GridJob) -> Path:
     target = tar_path_for(db, job)
     root = job.id
     manifest = {"grid_job": job.id, "jobtype": job.jobtype, "created": job.get("created"),
-                "gathered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "gathered": now_iso(),
                 "plan": job.plan, "local_jobs": []}
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -188,7 +169,7 @@ def merge_stdio(db: Database, job: GridJob) -> None:
 
 def finalize(db: Database, job_id: str, *, max_failed_fraction: float = 0.0, lock_timeout: float = 30.0) -> bool:
     """Gather outputs of a grid job whose local jobs have all ended; True if done now."""
-    with locked(db.home.locks / f"{job_id}.final.lock", lock_timeout):
+    with locked(db.home.final_lock(job_id), lock_timeout):
         job = db.read(job_id)
         if job.outputs_gathered or not all(lj.state.terminal for lj in job.local_jobs()):
             return False

@@ -7,7 +7,8 @@
                                <id>.state (the one-line answer for poll), jim.xsl
       jobs/<id>/               one grid job's work area: jim.log, sandbox.tar.gz,
                                wrapper.py, local/<k>/ per local job, the output tar
-      locks/                   db, worker and monitor locks
+      locks/                   record, index and output locks; the worker's and the
+                               monitor's (see jim.background)
       cache/                   batch-status caches shared by every jim call
       log/jim.log              jim's own log
 """
@@ -15,20 +16,17 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
+from jim import summary
 from jim.errors import JobNotFound
-
-_JOB_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6,12}")
-
-
-def valid_job_id(job_id: str) -> bool:
-    return isinstance(job_id, str) and _JOB_ID.fullmatch(job_id) is not None
+from jim.jobid import valid_job_id
 
 
 class Home:
-    def __init__(self, root: Path):
+    """The paths of one jim home; :meth:`ensure` creates it."""
+
+    def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
 
     def ensure(self) -> "Home":
@@ -70,7 +68,7 @@ class Home:
         return self.db / f"{self.check_id(job_id)}.xml"
 
     def summary(self, job_id: str) -> Path:
-        return self.db / f"{self.check_id(job_id)}.state"
+        return Path(summary.path(self.root, self.check_id(job_id)))
 
     def job_dir(self, job_id: str) -> Path:
         return self.jobs / self.check_id(job_id)
@@ -81,12 +79,9 @@ class Home:
     def db_lock(self, job_id: str) -> Path:
         return self.locks / f"{self.check_id(job_id)}.db.lock"
 
-    def worker_lock(self, job_id: str) -> Path:
-        return self.locks / f"{self.check_id(job_id)}.worker.lock"
-
-    @property
-    def monitor_lock(self) -> Path:
-        return self.locks / "monitor.lock"
+    def final_lock(self, job_id: str) -> Path:
+        """Held while the outputs of a grid job are gathered (see jim.outputs)."""
+        return self.locks / f"{self.check_id(job_id)}.final.lock"
 
     @property
     def index_lock(self) -> Path:

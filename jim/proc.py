@@ -1,89 +1,75 @@
-"""Starting detached processes (double fork + setsid), cheaply.
+"""Detached processes: double fork, a session of their own, nothing inherited but the environment.
 
-Used for jim's own background processes (the worker of a grid job, the
-per-user monitor) and by the fork adapter for local jobs.  Only ``os`` is
-imported here: ``jim poll`` may start the monitor, and poll must stay light.
+One daemonizer, :func:`detach`, serves all of jim's background work: the
+monitor and workers that ``jim poll`` restarts (:func:`spawn_detached`, a new
+interpreter), the worker that ``jim submit`` forks with everything already
+imported (:func:`detach` of a function), and the fork adapter's local jobs
+(:func:`spawn_detached` with a handshake).  Only ``os`` and ``sys`` are
+imported here: ``jim poll`` may start the monitor.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 
-def spawn_detached(argv: list[str], *, env: dict[str, str] | None = None, cwd: str = "/",
-                   stdout: str | None = None, stderr: str | None = None,
-                   handshake: bool = False):
-    """Start ``argv`` as the leader of a new session, reparented away from us; return its pid.
+def detach(
+    child: Callable[[], int],
+    *,
+    cwd: str = "/",
+    stdout: str | None = None,
+    stderr: str | None = None,
+    handshake: bool = False,
+) -> tuple[int, Callable[[bool], None] | None]:
+    """Run ``child()`` in a grandchild that leads a new session, reparented away from us.
 
-    The pid is also the process group id, so ``os.killpg(pid, sig)`` reaches
-    the process and everything it started (unless they made sessions of their own).
+    Returns ``(pid, release)``.  The pid is also the process group id, so
+    ``os.killpg(pid, sig)`` reaches the process and everything it started
+    (unless they made sessions of their own).  The grandchild has no
+    controlling terminal, /dev/null as stdin, ``stdout``/``stderr`` appended
+    to the named files (else /dev/null), no other inherited file descriptor
+    (above all not the protocol pipe, whose reader waits for EOF), the
+    working directory ``cwd`` and umask 077; it exits with ``child()``'s
+    return value (1 if it raises).
 
-    The new process has no controlling terminal, /dev/null as stdin, and
-    ``stdout``/``stderr`` appended to the named files (else /dev/null), so
-    nothing it prints can reach our stdout (the protocol channel).
-
-    With ``handshake=True`` the new process waits, before it execs, until the
-    returned ``release(go: bool)`` is called: the caller can note the pid (and
-    its start time) first.  If the caller dies before releasing, the process
-    exits without running anything, so a half-done launch never runs unnoticed.
-    Returns ``pid`` or, with handshake, ``(pid, release)``.
+    With ``handshake=True`` the grandchild waits, before it calls ``child``,
+    until ``release(go)`` is called: the caller can note the pid (and its
+    start time) first.  If the caller dies before releasing, or releases with
+    ``go=False``, the grandchild exits without running anything, so a half-done
+    launch never runs unnoticed.  Without a handshake ``release`` is None.
     """
-    env = dict(os.environ if env is None else env)
     rd, wr = os.pipe()
-    if handshake:
-        hs_rd, hs_wr = os.pipe()
+    hs_rd, hs_wr = os.pipe() if handshake else (-1, -1)
     pid = os.fork()
-    if pid == 0:  # child: new session, fork again, report the grandchild's pid
+    if pid == 0:  # first child: fork again, report the grandchild's pid, exit
+        code = 1
         try:
             os.close(rd)
             if handshake:
                 os.close(hs_wr)
             gpid = os.fork()
-            if gpid == 0:  # grandchild: leader of a session and process group of its own
-                try:
-                    os.setsid()
-                    os.close(wr)
-                    if handshake:
-                        go = os.read(hs_rd, 1)
-                        os.close(hs_rd)
-                        if go != b"1":
-                            os._exit(1)
-                    null = os.open(os.devnull, os.O_RDWR)
-                    out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if stdout else null
-                    err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if stderr else null
-                    os.dup2(null, 0)
-                    os.dup2(out, 1)
-                    os.dup2(err, 2)
-                    os.closerange(3, 65536)
-                    os.chdir(cwd)
-                    os.umask(0o077)
-                    os.execve(argv[0], argv, env)
-                except BaseException:
-                    pass
-                os._exit(127)
+            if gpid == 0:
+                _become_detached(child, wr, hs_rd, cwd, stdout, stderr)
             os.write(wr, str(gpid).encode())
-            os._exit(0)
-        except BaseException:
-            os._exit(1)
+            code = 0
+        finally:
+            os._exit(code)
     os.close(wr)
     if handshake:
         os.close(hs_rd)
     data = b""
-    while True:
-        chunk = os.read(rd, 64)
-        if not chunk:
-            break
+    while chunk := os.read(rd, 64):
         data += chunk
     os.close(rd)
     os.waitpid(pid, 0)
     if not data:
         if handshake:
             os.close(hs_wr)
-        raise OSError(f"could not start {argv[0]}")
-    gpid = int(data)
+        raise OSError("could not start a detached process")
     if not handshake:
-        return gpid
+        return int(data), None
 
     def release(go: bool = True) -> None:
         try:
@@ -91,7 +77,58 @@ def spawn_detached(argv: list[str], *, env: dict[str, str] | None = None, cwd: s
         finally:
             os.close(hs_wr)
 
-    return gpid, release
+    return int(data), release
+
+
+def _become_detached(
+    child: Callable[[], int], wr: int, hs_rd: int, cwd: str, stdout: str | None, stderr: str | None
+) -> None:
+    """The grandchild's side of :func:`detach`; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.close(wr)
+        if hs_rd >= 0:
+            go = os.read(hs_rd, 1)
+            os.close(hs_rd)
+            if go != b"1":
+                os._exit(1)
+        null = os.open(os.devnull, os.O_RDWR)
+        out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if stdout else null
+        err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if stderr else null
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.closerange(3, 65536)
+        os.chdir(cwd)
+        os.umask(0o077)
+        code = child()
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def spawn_detached(
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str = "/",
+    stdout: str | None = None,
+    stderr: str | None = None,
+    handshake: bool = False,
+) -> tuple[int, Callable[[bool], None] | None]:
+    """:func:`detach` of ``execve(argv, env)``: ``(pid, release)``.  A failed exec exits 127."""
+    env = dict(os.environ if env is None else env)
+
+    def execute() -> int:
+        try:
+            os.execve(argv[0], argv, env)
+        except OSError:
+            pass
+        return 127
+
+    return detach(execute, cwd=cwd, stdout=stdout, stderr=stderr, handshake=handshake)
 
 
 def jim_argv(*args: str) -> list[str]:

@@ -20,7 +20,7 @@ Routes (GET and HEAD only; any other method is answered 405)::
     /db/index.xml           the index, with the stylesheet instruction added
     /static/jim.css         the pages' style sheet
 
-Job ids in a path must be jim job ids (``jim.paths.valid_job_id``): no path
+Job ids in a path must be jim job ids (:mod:`jim.jobid`): no path
 from a request is ever joined to a directory otherwise.  The index page reads
 only ``db/index.xml`` (cached while the file is unchanged), never every
 record.  HTML carries a strict Content-Security-Policy (no script at all) and
@@ -52,14 +52,13 @@ from typing import Any
 import jinja2
 
 from jim import __version__
-from jim.db import Database, GridJob, LocalJob
+from jim.db import STYLESHEET_PI, Database, LocalJob
 from jim.errors import JimError, JobNotFound
-from jim.status import job_summary
-from jim.monitor import status_json
-from jim.paths import Home, valid_job_id
+from jim.jobid import JOB_ID_PATTERN, valid_job_id
+from jim.paths import Home
 from jim.states import GramState
 from jim.status import ORDER as LOCAL_ORDER
-from jim.status import duration, elapsed, parse_time, sort_key
+from jim.status import duration, elapsed, job_summary, local_row, parse_time, progress_of, sort_key, status_json
 
 log = logging.getLogger("jim.web")
 
@@ -75,7 +74,7 @@ GRID_STATES = [s.name for s in GramState]
 LOCAL_STATES = sorted(LOCAL_ORDER, key=LOCAL_ORDER.get)
 TERMINAL_GRID = ("DONE", "FAILED")
 
-_ID = r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6,12}"
+_ID = JOB_ID_PATTERN
 ROUTES = [
     (re.compile(r"/"), "index"),
     (re.compile(rf"/jobs/(?P<job_id>{_ID})"), "job"),
@@ -150,25 +149,15 @@ class IndexCache:
 
 
 
-def _progress(el) -> list[dict]:
-    return [{"name": p.get("name"), "done": int(p.get("done")), "total": int(p.get("total"))}
-            for p in el.iterfind("progress/phase")]
-
-
 def _local_brief(el) -> dict:
     """What :func:`jim.status.sort_key` looks at, of one <localjob>."""
     return {"index": int(el.get("index")), "state": el.get("state"), "started": el.get("started"),
-            "submitted": el.get("submitted"), "ended": el.get("ended"), "progress": _progress(el)}
+            "submitted": el.get("submitted"), "ended": el.get("ended"), "progress": progress_of(el)}
 
 
-def local_row(el, now: float) -> dict:
-    """One local job as ``status_json`` has it, plus its wall time so far."""
-    lj = LocalJob(el)
-    row = {"index": lj.index, "tag": lj.tag, "state": el.get("state"), "batchId": el.get("batchId"),
-           "queue": el.get("queue"), "submitted": el.get("submitted"), "started": el.get("started"),
-           "ended": el.get("ended"), "exitCode": lj.exit_code, "evidence": el.get("evidence"),
-           "reason": el.get("reason"), "host": el.get("host"), "heartbeat": el.get("heartbeat"),
-           "slice": lj.slice, "progress": _progress(el)}
+def _row(el, now: float) -> dict:
+    """One local job as ``jim status --json`` shows it, plus its wall time so far."""
+    row = local_row(LocalJob(el))
     row["_elapsed"] = elapsed(row, now)
     return row
 
@@ -181,7 +170,7 @@ def _with_stylesheet(xml: bytes) -> bytes:
     """An XML document with jim's ``xml-stylesheet`` instruction (for the index, which has none)."""
     if b"<?xml-stylesheet" in xml[:500]:
         return xml
-    pi = b'<?xml-stylesheet type="text/xsl" href="jim.xsl"?>\n'
+    pi = b"<?xml-stylesheet " + STYLESHEET_PI.encode() + b"?>\n"
     if xml.startswith(b"<?xml "):
         end = xml.index(b"?>") + 2
         return xml[:end] + b"\n" + pi + xml[end:].lstrip(b"\r\n")
@@ -524,7 +513,7 @@ class Handler(BaseHTTPRequestHandler):
         if page > pages:
             raise HTTPError(HTTPStatus.NOT_FOUND, f"no page {page} of local jobs: there "
                                                   f"{'is 1 page' if pages == 1 else f'are {pages} pages'}")
-        rows = [local_row(el, now) for el in shown[(page - 1) * per_page: page * per_page]]
+        rows = [_row(el, now) for el in shown[(page - 1) * per_page: page * per_page]]
 
         params = {"state": lstate, "order": order if order != "index" else None,
                   "per_page": per_page if per_page != LOCAL_PER_PAGE else None}

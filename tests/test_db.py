@@ -11,10 +11,11 @@ import time
 import pytest
 from lxml import etree
 
-from jim.db import Database, new_job_id, new_record, validate
+from jim.db import Database, new_record, validate
+from jim.jobid import new_job_id, valid_job_id
 from jim.errors import JobNotFound, LockTimeout
 from jim.locks import SingleInstance, locked
-from jim.paths import Home, valid_job_id
+from jim.paths import Home
 from jim.states import Evidence, GramState, LocalState
 
 

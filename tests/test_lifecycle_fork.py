@@ -129,7 +129,7 @@ def test_killed_worker_resumes_without_duplicates(jim_env, tmp_path, fault):
 def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded(jim_env, monkeypatch):
     """The worker journaled its intent and submitted, then died before recording the batch ids:
     cancel reconciles the journaled local jobs by tag and stops them all."""
-    from jim import manager, worker
+    from jim import journal, worker
     from jim.adapters import get_adapter
     from jim.adapters.base import LocalJobSpec, SubmitChunk
     from jim.config import load
@@ -137,17 +137,18 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     from jim.jobdesc import parse_rsl
     from jim.paths import Home
     from jim.sandbox import builder
+    from jim.submit import submit
 
     monkeypatch.setenv("JIM_HOME", str(jim_env.home))
     monkeypatch.setenv("JIM_CONFIG", str(jim_env.config))
     config = load()
-    job = manager.submit(config, parse_rsl("&(executable=/bin/sleep)(arguments=300)(count=3)"),
+    job = submit(config, parse_rsl("&(executable=/bin/sleep)(arguments=300)(count=3)"),
                          start_background=False)
     home = Home(config.home)
     db = Database(home)
     adapter = get_adapter(config, home)
     worker.build_sandbox(config, db, job, adapter)
-    assert worker.journal_intent(db, job, [0, 1, 2], time.time())
+    assert journal.append(db, job, [0, 1, 2], time.time())
     job_dir = home.job_dir(job)
     (job_dir / "local").mkdir(mode=0o700, exist_ok=True)
     ids = adapter.submit_chunk(SubmitChunk(job, [LocalJobSpec(k, f"{job}.{k}") for k in range(3)], job_dir=job_dir,

@@ -7,8 +7,10 @@ import time
 import pytest
 
 from jim.adapters.base import BatchStatus, QueryResult
-from jim.db import Database, new_job_id, new_record
-from jim.monitor import apply_local, read_progress
+from jim.db import Database, new_record
+from jim.jobid import new_job_id
+from jim.localfiles import read_progress
+from jim.monitor import apply_local
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
@@ -83,5 +85,5 @@ def test_accounting_older_than_our_submission_is_ignored(lj, tmp_path):
 def test_progress_file_parsing(tmp_path):
     p = tmp_path / "progress"
     p.write_text("gen 10 250\nd0gstar 117 250\ngarbage line\nreco x 3\ngen 250 250\n")
-    assert read_progress(p) == {"gen": (250, 250), "d0gstar": (117, 250)}
+    assert read_progress(tmp_path) == {"gen": (250, 250), "d0gstar": (117, 250)}
     assert read_progress(tmp_path / "missing") == {}

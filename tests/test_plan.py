@@ -20,7 +20,7 @@ from conftest import write_config
 from jim import config as jconfig
 from jim.errors import InvalidAttribute, PlanError
 from jim.jobdesc import parse_jdl, parse_json, parse_rsl
-from jim.manager import make_plan
+from jim.plan import make_plan
 from jim.requirements import (
     InvalidRequirement,
     NoEligibleQueue,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import inspect
+import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -15,22 +18,17 @@ from hypothesis import strategies as st
 
 from jim.errors import ConfigError, GramError, InvalidAttribute, PlanError
 from jim.requirements import (
-    DEFAULT_PREFER,
     InvalidRequirement,
-    JobRequirements,
     NoEligibleQueue,
-    Queue,
-    RequirementMatcher,
+    QueueCache,
     ResourceConfigError,
-    ResourceTree,
-    cache_key,
-    default_tree,
-    eligible_queues,
+    choose_queue,
     parse_resources,
-    queue_matches,
-    select_queue,
-    tree_from_config,
+    requirements_of_description,
 )
+from jim.requirements.choice import QueueChoice, StatedRequirements
+from jim.requirements.matching import JobRequirements, matching_queues, preferred
+from jim.requirements.resources import Queue, ResourceTree, digest
 
 DATA = Path(__file__).parent / "data" / "requirements"
 
@@ -40,17 +38,51 @@ def load_site() -> dict:
         return tomllib.load(fh)
 
 
+SITE = load_site()["resources"]
+
+
 def resources(text: str) -> ResourceTree:
-    return tree_from_config(tomllib.loads(text))
+    return parse_resources(tomllib.loads(text).get("resources"))
 
 
 @pytest.fixture(scope="module")
 def tree() -> ResourceTree:
-    return tree_from_config(load_site())
+    return parse_resources(load_site()["resources"])
 
 
 def names(queues) -> list[str]:
     return [q.name for q in queues]
+
+
+def eligible(reqs, tree: ResourceTree) -> tuple[Queue, ...]:
+    """The queues of ``tree`` that satisfy ``reqs`` (any form JobRequirements.of takes), () if none does."""
+    normal = JobRequirements.of(reqs)
+    try:
+        return matching_queues(normal, tree)
+    except NoEligibleQueue:
+        return ()
+
+
+def select(reqs, tree: ResourceTree, **prefer) -> Queue:
+    """The queue a job with ``reqs`` goes to, as choose_queue selects it (typed values allowed)."""
+    return preferred(matching_queues(JobRequirements.of(reqs), tree), **prefer)
+
+
+def choose(table, *values, cache: QueueCache | None = None) -> QueueChoice:
+    """choose_queue for the description values ``values`` (as RSL gives them)."""
+    return choose_queue(table, requirements_of_description(list(values)), cache=cache)
+
+
+def key(reqs) -> str:
+    """The process-stable hash of the normal form of ``reqs``."""
+    return digest(JobRequirements.of(reqs).canonical())
+
+
+def as_description(reqs) -> list:
+    """A mapping or an expression as description values (strings, as RSL gives them)."""
+    if isinstance(reqs, str):
+        return [reqs]
+    return [[k, *v] if isinstance(v, list) else f"{k}={v}" for k, v in reqs.items()]
 
 
 # ---------------------------------------------------------------- the tree
@@ -140,31 +172,34 @@ class TestInheritance:
         assert t.find("ce01.example.org/all.q").ce == "ce01.example.org"
 
     def test_fingerprint_is_stable_and_sensitive(self):
-        a, b = tree_from_config(load_site()), tree_from_config(load_site())
+        a, b = parse_resources(load_site()["resources"]), parse_resources(load_site()["resources"])
         assert a.fingerprint == b.fingerprint and len(a.fingerprint) == 64
         changed = load_site()
         changed["resources"]["ce"]["localhost"]["queue"]["short"]["WallTimeLimit"] = 3601
-        assert tree_from_config(changed).fingerprint != a.fingerprint
+        assert parse_resources(changed["resources"]).fingerprint != a.fingerprint
 
 
 class TestDefaultTree:
     @pytest.mark.parametrize("config", [{}, {"resources": {}}, {"batch": {"adapter": "fork"}}])
     def test_no_resources_gives_one_default_queue(self, config):
-        t = tree_from_config(config)
-        assert t == default_tree()
+        t = parse_resources(config.get("resources"))
+        assert t == parse_resources(None)
         assert [(q.ce, q.name) for q in t] == [("default", "default")]
 
     def test_parse_none(self):
-        assert parse_resources(None) is default_tree()
+        assert parse_resources(None) is parse_resources({})  # one default tree
 
     @pytest.mark.parametrize("reqs", [None, {}, "", "   "])
     def test_no_requirements_always_match(self, reqs):
-        assert select_queue(reqs, default_tree()).name == "default"
-        assert select_queue(reqs, default_tree(), prefer=()).name == "default"
+        assert select(reqs, parse_resources(None)).name == "default"
+        assert select(reqs, parse_resources(None), prefer=()).name == "default"
 
     def test_the_default_queue_has_no_limits(self):
         with pytest.raises(NoEligibleQueue, match="^no queue has parameter WallTimeLimit$"):
-            select_queue({"WallTimeLimit": 60}, default_tree())
+            select({"WallTimeLimit": 60}, parse_resources(None))
+        # without [resources], choose_queue matches such a job against the default tree
+        with pytest.raises(NoEligibleQueue, match="^no queue has parameter WallTimeLimit$"):
+            choose(None, "WallTimeLimit=60")
 
 
 class TestValidation:
@@ -231,8 +266,8 @@ class TestValidation:
 
 class TestMatching:
     def test_missing_parameter_never_matches(self, tree):
-        assert names(eligible_queues({"GPU": 1}, tree)) == ["gpu"]
-        assert eligible_queues({"NoSuchThing": "x"}, tree) == ()
+        assert names(eligible({"GPU": 1}, tree)) == ["gpu"]
+        assert eligible({"NoSuchThing": "x"}, tree) == ()
 
     @pytest.mark.parametrize("reqs, expected", [
         ({"Tag": ["bigmem", "gpu"]}, ["long", "gpu"]),          # any of, against list values
@@ -244,7 +279,7 @@ class TestMatching:
         ({"GPU": ["2"]}, ["gpu"]),                              # numeric string vs number: equality in a list
     ])
     def test_lists_mean_any_of(self, tree, reqs, expected):
-        assert names(eligible_queues(reqs, tree)) == expected
+        assert names(eligible(reqs, tree)) == expected
 
     @pytest.mark.parametrize("reqs, expected", [
         ({"WallTimeLimit": 3600}, ["short", "long", "gpu"]),   # equal is enough
@@ -259,7 +294,7 @@ class TestMatching:
         ({"GPU": 0}, ["gpu"]),
     ])
     def test_numbers_mean_capacity(self, tree, reqs, expected):
-        assert names(eligible_queues(reqs, tree)) == expected
+        assert names(eligible(reqs, tree)) == expected
 
     @pytest.mark.parametrize("reqs, expected", [
         ({"Site": "JIM.TEST.site"}, ["short", "long", "gpu"]),
@@ -276,7 +311,7 @@ class TestMatching:
         ({"Site": 1}, []),
     ])
     def test_strings_and_booleans(self, tree, reqs, expected):
-        assert names(eligible_queues(reqs, tree)) == expected
+        assert names(eligible(reqs, tree)) == expected
 
     @pytest.mark.parametrize("reqs", [
         {"walltimelimit": 7200, "TAG": "cvmfs"},
@@ -284,15 +319,15 @@ class TestMatching:
         {"WallTimeLimit": 7200, "Tag": "cvmfs"},
     ])
     def test_names_are_case_insensitive(self, tree, reqs):
-        assert names(eligible_queues(reqs, tree)) == ["long", "gpu"]
+        assert names(eligible(reqs, tree)) == ["long", "gpu"]
 
     def test_all_requirements_must_hold(self, tree):
-        assert names(eligible_queues({"Tag": "gpu", "WallTimeLimit": 100000}, tree)) == []
-        assert names(eligible_queues({"Tag": "gpu", "WallTimeLimit": 80000}, tree)) == ["gpu"]
+        assert names(eligible({"Tag": "gpu", "WallTimeLimit": 100000}, tree)) == []
+        assert names(eligible({"Tag": "gpu", "WallTimeLimit": 80000}, tree)) == ["gpu"]
 
-    def test_queue_matches(self, tree):
-        assert queue_matches({"Tag": "gpu"}, tree.find("gpu"))
-        assert not queue_matches({"Tag": "gpu"}, tree.find("short"))
+    def test_one_queue_matches(self, tree):
+        assert eligible({"Tag": "gpu"}, ResourceTree((tree.find("gpu"),)))
+        assert not eligible({"Tag": "gpu"}, ResourceTree((tree.find("short"),)))
 
     @pytest.mark.parametrize("reqs, message", [
         ({"Max-RAM": 1}, "invalid requirement name 'Max-RAM'"),
@@ -306,7 +341,7 @@ class TestMatching:
     ])
     def test_bad_requirements(self, tree, reqs, message):
         with pytest.raises(InvalidRequirement) as info:
-            eligible_queues(reqs, tree)
+            eligible(reqs, tree)
         assert str(info.value).startswith(message)
         assert isinstance(info.value, ValueError) and isinstance(info.value, InvalidAttribute)
 
@@ -325,7 +360,7 @@ class TestClassAd:
         ("WallTimeLimit >= 1000000", []),
     ])
     def test_expressions(self, tree, expr, expected):
-        assert names(eligible_queues(expr, tree)) == expected
+        assert names(eligible(expr, tree)) == expected
 
     @pytest.mark.parametrize("expr", [
         "NoSuchParam > 0",        # undefined
@@ -337,21 +372,23 @@ class TestClassAd:
         "WallTimeLimit / 0 > 1",  # error
     ])
     def test_only_exactly_true_matches(self, tree, expr):
-        assert eligible_queues(expr, tree) == ()
+        assert eligible(expr, tree) == ()
 
     @pytest.mark.parametrize("expr", ["WallTimeLimit >= ", "a &&& b", "(", '"unterminated', "x y"])
     def test_parse_errors(self, tree, expr):
         with pytest.raises(InvalidRequirement, match="^requirement expression does not parse: "):
-            eligible_queues(expr, tree)
-        with pytest.raises(ValueError):
-            cache_key(expr)
+            eligible(expr, tree)
+        with pytest.raises(ValueError, match="^requirement expression does not parse: "):
+            JobRequirements.of(expr)
+        with pytest.raises(InvalidRequirement, match="^requirement expression does not parse: "):
+            choose(SITE, expr)
 
     def test_record_is_read_as_a_mapping(self, tree):
         record = '[ Tag = {"bigmem", "gpu"}; MaxRAM = 8000; Site = "JIM.TEST.site"; N = 2 * 3 ]'
         normal = JobRequirements.of(record)
         assert normal == JobRequirements.of({"Tag": ["gpu", "bigmem"], "MaxRAM": 8000,
                                              "Site": "JIM.TEST.site", "N": 6})
-        assert names(eligible_queues(dict(Tag=["bigmem", "gpu"], MaxRAM=8000), tree)) == ["long", "gpu"]
+        assert names(eligible(dict(Tag=["bigmem", "gpu"], MaxRAM=8000), tree)) == ["long", "gpu"]
 
     def test_record_with_undefined_value(self):
         with pytest.raises(InvalidRequirement, match="requirement X: value does not evaluate"):
@@ -360,18 +397,18 @@ class TestClassAd:
     def test_mapping_and_expression_together(self, tree):
         reqs = JobRequirements.combine({"Tag": "cvmfs"}, "MaxRAM < 20000", None, {"tag": "cvmfs"})
         assert reqs == JobRequirements(JobRequirements.of({"Tag": "cvmfs"}).params, "MaxRAM < 20000")
-        assert names(eligible_queues(reqs, tree)) == ["short", "long"]
+        assert names(eligible(reqs, tree)) == ["short", "long"]
         both = JobRequirements.combine(reqs, "WallTimeLimit > 3600", {"WallTimeLimit": 1})
         assert both.expression == "(MaxRAM < 20000) && (WallTimeLimit > 3600)"
-        assert names(eligible_queues(both, tree)) == ["long"]
+        assert names(eligible(both, tree)) == ["long"]
         with pytest.raises(InvalidRequirement, match="^requirement tag is given twice with different values$"):
             JobRequirements.combine({"Tag": "a"}, {"tag": "b"})
 
     @given(st.integers(min_value=0, max_value=300000))
     @settings(max_examples=60, deadline=None)
     def test_expression_agrees_with_mapping(self, limit):
-        t = tree_from_config(load_site())
-        assert eligible_queues(f"WallTimeLimit >= {limit}", t) == eligible_queues({"WallTimeLimit": limit}, t)
+        t = parse_resources(load_site()["resources"])
+        assert eligible(f"WallTimeLimit >= {limit}", t) == eligible({"WallTimeLimit": limit}, t)
 
 
 # ---------------------------------------------------------------- selection and messages
@@ -379,13 +416,18 @@ class TestClassAd:
 
 class TestSelection:
     def test_smallest_sufficient_wall_time(self, tree):
-        assert select_queue({}, tree).name == "short"
-        assert select_queue({"WallTimeLimit": 3601}, tree).name == "gpu"
-        assert select_queue({"WallTimeLimit": 90000}, tree).name == "long"
-        assert select_queue("WallTimeLimit > 3600 && MaxRAM < 20000", tree).name == "long"
+        assert select({}, tree).name == "short"
+        assert select({"WallTimeLimit": 3601}, tree).name == "gpu"
+        assert select({"WallTimeLimit": 90000}, tree).name == "long"
+        assert select("WallTimeLimit > 3600 && MaxRAM < 20000", tree).name == "long"
+        # what jim submit does: the same queues from the description's strings
+        assert choose(SITE).name == "short"
+        assert choose(SITE, "WallTimeLimit=3601").name == "gpu"
+        assert choose(SITE, "WallTimeLimit=90000").name == "long"
+        assert choose(SITE, "WallTimeLimit > 3600 && MaxRAM < 20000").name == "long"
 
     def test_queues_without_limit_come_last_then_config_order(self):
-        t = resources("""
+        text = """
             [resources.ce.c.queue.unlimited]
             [resources.ce.c.queue.b]
             WallTimeLimit = 100
@@ -393,20 +435,30 @@ class TestSelection:
             WallTimeLimit = 100
             [resources.ce.c.queue.odd]
             WallTimeLimit = "forever"
-        """)
-        assert select_queue({}, t).name == "b"
-        assert select_queue({"Queue": ["unlimited", "odd"]}, t).name == "unlimited"
-        assert select_queue({}, t, prefer=()).name == "unlimited"
+        """
+        t = resources(text)
+        assert select({}, t).name == "b"
+        assert select({"Queue": ["unlimited", "odd"]}, t).name == "unlimited"
+        assert select({}, t, prefer=()).name == "unlimited"
+        table = tomllib.loads(text)["resources"]
+        assert choose(table).name == "b"
+        assert choose(table, "Queue=unlimited,odd").name == "unlimited"
 
     def test_prefer_other_and_descending(self, tree):
-        assert select_queue({}, tree, prefer="MaxRAM").name == "short"
-        assert select_queue({}, tree, prefer="-MaxRAM").name == "gpu"
-        assert select_queue({}, tree, prefer=("-MaxCPUTime", "WallTimeLimit")).name == "long"
+        assert select({}, tree, prefer="MaxRAM").name == "short"
+        assert select({}, tree, prefer="-MaxRAM").name == "gpu"
+        assert select({}, tree, prefer=("-MaxCPUTime", "WallTimeLimit")).name == "long"
         with pytest.raises(ValueError, match="prefer: invalid parameter name"):
-            select_queue({}, tree, prefer="Wall Time")
+            select({}, tree, prefer="Wall Time")
 
-    def test_default_prefer(self):
-        assert DEFAULT_PREFER == ("WallTimeLimit",)
+    def test_prefer_and_default_tree(self, tree):
+        assert select({}, tree, prefer="-MaxRAM").name == "gpu"
+        assert select({}, tree, prefer=()).name == "short"
+        assert select(None, parse_resources(None)).name == "default"
+
+    def test_default_prefer(self, tree):
+        assert inspect.signature(preferred).parameters["prefer"].default == ("WallTimeLimit",)
+        assert preferred(tree.queues) is preferred(tree.queues, "WallTimeLimit") is tree.find("short")
 
 
 class TestNoEligibleQueue:
@@ -439,7 +491,10 @@ class TestNoEligibleQueue:
         ('Queue == "short" || GPU > 5', 'no queue satisfies Queue == "short" || GPU > 5', None),
     ])
     def test_message_names_the_unmet_requirement(self, tree, reqs, message, unmet):
-        for query in (lambda: select_queue(reqs, tree), lambda: RequirementMatcher(tree).select(reqs)):
+        queries = [lambda: select(reqs, tree)]
+        if reqs != {"Site": 3}:  # as a string, "3" is no capacity: Site == "3"
+            queries.append(lambda: choose(SITE, *as_description(reqs)))
+        for query in queries:
             if message.endswith("GPU > 5"):  # || binds looser than &&: one term, met by short alone
                 assert query().name == "short"
                 continue
@@ -450,16 +505,19 @@ class TestNoEligibleQueue:
             assert "\n" not in str(info.value)
 
     def test_is_a_value_error_and_a_plan_error(self, tree):
-        with pytest.raises(ValueError) as info:
-            select_queue({"GPU": 100}, tree)
-        assert isinstance(info.value, NoEligibleQueue) and isinstance(info.value, PlanError)
-        assert info.value.gram_error == PlanError.gram_error
+        for query in (lambda: select({"GPU": 100}, tree), lambda: choose(SITE, "GPU=100")):
+            with pytest.raises(ValueError) as info:
+                query()
+            assert isinstance(info.value, NoEligibleQueue) and isinstance(info.value, PlanError)
+            assert info.value.gram_error == PlanError.gram_error
 
     def test_many_values_are_abbreviated(self):
         queues = "\n".join(f'[resources.ce.c.queue.q{i}]\nOS = "os{i}"' for i in range(10))
-        with pytest.raises(NoEligibleQueue) as info:
-            select_queue({"OS": "linux"}, resources(queues))
-        assert str(info.value).endswith('"os4", "os5", ... (4 more))')
+        for query in (lambda: select({"OS": "linux"}, resources(queues)),
+                      lambda: choose(tomllib.loads(queues)["resources"], "OS=linux")):
+            with pytest.raises(NoEligibleQueue) as info:
+                query()
+            assert str(info.value).endswith('"os4", "os5", ... (4 more))')
 
     def test_labels_qualify_duplicate_queue_names(self):
         t = resources("""
@@ -469,18 +527,34 @@ class TestNoEligibleQueue:
             WallTimeLimit = 20
         """)
         with pytest.raises(NoEligibleQueue, match=r"\(largest: b/batch with 20\)$"):
-            select_queue({"WallTimeLimit": 30}, t)
+            select({"WallTimeLimit": 30}, t)
 
 
-# ---------------------------------------------------------------- cache
+# ---------------------------------------------------------------- keys and the cache
+
+# The cache file's key for the requirements "Tag=gpu,bigmem" "WallTimeLimit=7200" on tests/data/requirements/site.toml,
+# and its parts: pinned so that a change of the file format is deliberate (bump KEY_VERSION and these values).
+SITE_FINGERPRINT = "6dc8e20da783158a8a31926d10034ac2bdb70e4d48d7892e1b3609991ac25928"
+STATED_KEY = "47208badcc1e9bb81c02f7fa4304385b8f262c51f05f0432e0ab00ab10014422"
+FILE_KEY = "32e221f8efcc9344308b4bea4338c882ed2a76d23a50d8518df75d6ecc0b6435"
+FILE_KEY_NO_REQUIREMENTS = "3cadb365ebf5f7554a7615bec27cbb294ae7facc262e5eef704417211338099b"
 
 
-class TestCache:
+def cache_entries(directory: Path) -> dict:
+    return json.loads((directory / QueueCache.FILE).read_text())["entries"]
+
+
+class TestKeys:
     def test_permuted_requirements_share_one_key(self):
         a = {"WallTimeLimit": 7200, "Tag": ["cvmfs", "bigmem"], "Site": "JIM.TEST.site"}
         b = {"Site": "JIM.TEST.site", "tag": ["bigmem", "cvmfs", "cvmfs"], "WALLTIMELIMIT": 7200.0}
-        assert cache_key(a) == cache_key(b)
+        assert key(a) == key(b)
         assert JobRequirements.of(a) == JobRequirements.of(b)
+        # the description's form: the key of the cache file
+        stated_a = requirements_of_description(["WallTimeLimit=7200", "Tag=cvmfs,bigmem", "Site=JIM.TEST.site"])
+        stated_b = requirements_of_description([["Site", "JIM.TEST.site"], ["tag", "bigmem", "cvmfs", "cvmfs"],
+                                                "WALLTIMELIMIT=7200"])
+        assert stated_a.key == stated_b.key
 
     @pytest.mark.parametrize("a, b", [
         ({"WallTimeLimit": 7200}, {"WallTimeLimit": 7201}),
@@ -491,80 +565,52 @@ class TestCache:
         ("WallTimeLimit > 1", "WallTimeLimit >= 1"),
     ])
     def test_different_requirements_have_different_keys(self, a, b):
-        assert cache_key(a) != cache_key(b)
+        assert key(a) != key(b)
+        assert JobRequirements.of(a) != JobRequirements.of(b)
 
     def test_expression_key_ignores_layout(self):
-        assert cache_key("WallTimeLimit>=7200&&member( \"x\",Tag )") == \
-            cache_key('WallTimeLimit >= 7200 && member("x", Tag)')
+        assert key("WallTimeLimit>=7200&&member( \"x\",Tag )") == \
+            key('WallTimeLimit >= 7200 && member("x", Tag)')
 
-    def test_key_is_stable_across_processes(self, tree):
+    def test_key_is_stable_across_processes(self, tree, tmp_path):
         reqs = {"Tag": ["b", "a"], "WallTimeLimit": 7200}
-        code = ("import sys, tomllib; from jim.requirements import cache_key, tree_from_config; "
-                f"t = tree_from_config(tomllib.load(open({str(DATA / 'site.toml')!r}, 'rb'))); "
-                f"print(cache_key({reqs!r})); print(cache_key({reqs!r}, t)); print(t.fingerprint)")
+        values = ["Tag=gpu,bigmem", "WallTimeLimit=7200"]
+        code = ("import json, tomllib\n"
+                "from jim.requirements import QueueCache, choose_queue, parse_resources, requirements_of_description\n"
+                "from jim.requirements.matching import JobRequirements\n"
+                "from jim.requirements.resources import digest\n"
+                f"site = tomllib.load(open({str(DATA / 'site.toml')!r}, 'rb'))['resources']\n"
+                f"print(digest(JobRequirements.of({reqs!r}).canonical()))\n"
+                f"stated = requirements_of_description({values!r})\n"
+                f"choose_queue(site, stated, cache=QueueCache({str(tmp_path / 'child')!r}))\n"
+                f"print(stated.key, *json.load(open({str(tmp_path / 'child' / QueueCache.FILE)!r}))['entries'])\n"
+                "print(parse_resources(site).fingerprint)\n")
         env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(Path(__file__).parent.parent))
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        assert out.stdout.split() == [cache_key(reqs), cache_key(reqs, tree), tree.fingerprint]
+        choose(SITE, *values, cache=QueueCache(tmp_path / "parent"))
+        stated_key = requirements_of_description(values).key
+        assert out.stdout.split() == [key(reqs), stated_key, *cache_entries(tmp_path / "parent"), tree.fingerprint]
 
-    def test_key_format_is_pinned(self):
-        # The caller may persist keys: changing the normal form must be deliberate
-        # (bump _KEY_VERSION and update this value).
+    def test_key_format_is_pinned(self, tree, tmp_path):
+        # The cache persists keys: changing the normal form must be deliberate
+        # (bump KEY_VERSION and update these values).
         # sha256 of {"expr":null,"params":[["tag",["a","b"]],["walltimelimit",7200]],"v":1}
-        assert cache_key({"WallTimeLimit": 7200, "Tag": ["b", "a"]}) == \
+        assert key({"WallTimeLimit": 7200, "Tag": ["b", "a"]}) == \
             "bad9a6e23a26ca5ee2396206fa817f0a2868079fc39834e041afb4144e61a33e"
+        assert tree.fingerprint == SITE_FINGERPRINT
+        assert requirements_of_description(["Tag=gpu,bigmem", "WallTimeLimit=7200"]).key == STATED_KEY
+        choose(SITE, "Tag=gpu,bigmem", "WallTimeLimit=7200", cache=QueueCache(tmp_path))
+        assert cache_entries(tmp_path) == {FILE_KEY: {"queues": ["localhost/long", "gpuce/gpu"],
+                                                      "at": cache_entries(tmp_path)[FILE_KEY]["at"]}}
 
-    def test_tree_key_differs_from_plain_key(self, tree):
-        assert cache_key({}, tree) != cache_key({})
-        assert RequirementMatcher(tree).cache_key({"Tag": "x"}) == cache_key({"tag": "x"}, tree)
-
-    def test_identical_requirement_sets_share_one_evaluation(self, tree):
-        m = RequirementMatcher(tree)
-        first = m.eligible({"WallTimeLimit": 7200, "Tag": ["cvmfs", "gpu"]})
-        again = m.eligible({"tag": ["gpu", "cvmfs"], "walltimelimit": 7200.0})
-        assert again is first
-        assert (m.hits, m.misses, len(m)) == (1, 1, 1)
-        assert m.select({"TAG": ("cvmfs", "gpu"), "WallTimeLimit": 7200}).name == "gpu"
-        assert (m.hits, m.misses) == (2, 1)
-
-    def test_failures_are_cached_but_messages_use_callers_spelling(self, tree):
-        m = RequirementMatcher(tree)
-        with pytest.raises(NoEligibleQueue, match="^no queue has parameter gpu_model$"):
-            m.select({"gpu_model": "A100"})
-        with pytest.raises(NoEligibleQueue, match="^no queue has parameter GPU_Model$"):
-            m.select({"GPU_Model": "A100"})
-        assert (m.hits, m.misses) == (1, 1)
-
-    def test_cache_invalidated_when_tree_changes(self, tree):
-        m = RequirementMatcher(tree)
-        assert m.select({"WallTimeLimit": 100000}).name == "long"
-        config = load_site()
-        config["resources"]["ce"]["gpuce"]["queue"]["gpu"]["WallTimeLimit"] = 100000
-        m.tree = tree_from_config(config)
-        assert len(m) == 0
-        assert m.select({"WallTimeLimit": 100000}).name == "gpu"
-        assert (m.hits, m.misses) == (0, 2)
-
-    def test_cache_kept_when_config_is_reloaded_unchanged(self, tree):
-        m = RequirementMatcher(tree)
-        m.eligible({"Tag": "gpu"})
-        m.tree = tree_from_config(load_site())
-        assert len(m) == 1
-        m.eligible({"Tag": "gpu"})
-        assert (m.hits, m.misses) == (1, 1)
-
-    def test_cache_is_bounded(self, tree):
-        m = RequirementMatcher(tree, max_entries=3)
-        for n in range(5):
-            m.eligible({"WallTimeLimit": n})
-        assert len(m) == 3
-        m.eligible({"WallTimeLimit": 4})
-        m.eligible({"WallTimeLimit": 0})
-        assert (m.hits, m.misses) == (1, 6)
-
-    def test_matcher_prefer_and_default_tree(self, tree):
-        assert RequirementMatcher(tree, prefer="-MaxRAM").select({}).name == "gpu"
-        assert RequirementMatcher(tree, prefer="-MaxRAM").select({}, prefer=()).name == "short"
-        assert RequirementMatcher().select(None).name == "default"
+    def test_tree_key_differs_from_plain_key(self, tmp_path):
+        choose(SITE, cache=QueueCache(tmp_path))
+        assert list(cache_entries(tmp_path)) == [FILE_KEY_NO_REQUIREMENTS]
+        assert FILE_KEY_NO_REQUIREMENTS not in (StatedRequirements().key, key({}))
+        # the name's case does not matter
+        cache = QueueCache(tmp_path / "case")
+        assert [choose(SITE, r, cache=cache).cached for r in ("Tag=gpu", "tag=gpu")] == [False, True]
+        assert len(cache_entries(tmp_path / "case")) == 1
 
     @given(st.permutations(["WallTimeLimit", "Tag", "MaxRAM", "Site"]),
            st.permutations(["cvmfs", "bigmem", "gpu"]),
@@ -573,10 +619,61 @@ class TestCache:
     def test_permutation_and_case_invariance(self, order, tags, cases):
         base = {"WallTimeLimit": 3600, "Tag": ["cvmfs", "bigmem", "gpu"], "MaxRAM": 4096, "Site": "JIM.TEST.site"}
         spell = {"lower": str.lower, "upper": str.upper, "same": str}
-        shuffled = {spell[c](k): (tags if k == "Tag" else base[k]) for k, c in zip(order, cases)}
-        assert cache_key(shuffled) == cache_key(base)
-        t = tree_from_config(load_site())
-        assert eligible_queues(shuffled, t) == eligible_queues(base, t)
+        shuffled = {spell[c](k): (tags if k == "Tag" else base[k]) for k, c in zip(order, cases, strict=True)}
+        assert key(shuffled) == key(base)
+        assert requirements_of_description(as_description(shuffled)).key == \
+            requirements_of_description(as_description(base)).key
+        t = parse_resources(load_site()["resources"])
+        assert eligible(shuffled, t) == eligible(base, t)
+
+
+class TestQueueCache:
+    """The persistent cache that choose_queue reads and writes (see also tests/test_plan.py)."""
+
+    def test_identical_requirement_sets_share_one_evaluation(self, tmp_path):
+        cache = QueueCache(tmp_path)
+        first = choose(SITE, "WallTimeLimit=7200", "Tag=cvmfs,gpu", cache=cache)
+        again = choose(SITE, ["tag", "gpu", "cvmfs"], "walltimelimit=7200", cache=cache)
+        assert (first.cached, again.cached) == (False, True)
+        assert again.queue == first.queue and again.eligible == first.eligible == 2
+        assert (cache.hits, cache.misses, len(cache_entries(tmp_path))) == (1, 1, 1)
+        assert choose(SITE, ("TAG", "cvmfs", "gpu"), "WallTimeLimit=7200", cache=cache).name == "gpu"
+        assert (cache.hits, cache.misses) == (2, 1)
+
+    def test_failures_are_not_cached_and_messages_use_callers_spelling(self, tmp_path):
+        cache = QueueCache(tmp_path)
+        with pytest.raises(NoEligibleQueue, match="^no queue has parameter gpu_model$"):
+            choose(SITE, "gpu_model=A100", cache=cache)
+        with pytest.raises(NoEligibleQueue, match="^no queue has parameter GPU_Model$"):
+            choose(SITE, "GPU_Model=A100", cache=cache)
+        assert (cache.hits, cache.misses) == (0, 2)
+        assert not (tmp_path / QueueCache.FILE).exists()
+
+    def test_cache_invalidated_when_tree_changes(self, tmp_path):
+        cache = QueueCache(tmp_path)
+        assert choose(SITE, "WallTimeLimit=100000", cache=cache).name == "long"
+        config = load_site()
+        config["resources"]["ce"]["gpuce"]["queue"]["gpu"]["WallTimeLimit"] = 100000
+        changed = choose(config["resources"], "WallTimeLimit=100000", cache=cache)
+        assert (changed.name, changed.cached) == ("gpu", False)
+        assert (cache.hits, cache.misses) == (0, 2)
+
+    def test_cache_kept_when_config_is_reloaded_unchanged(self, tmp_path):
+        cache = QueueCache(tmp_path)
+        choose(SITE, "Tag=gpu", cache=cache)
+        assert choose(load_site()["resources"], "Tag=gpu", cache=cache).cached
+        assert (cache.hits, cache.misses) == (1, 1)
+        assert len(cache_entries(tmp_path)) == 1
+
+    def test_cache_is_bounded(self, tmp_path):
+        cache = QueueCache(tmp_path, max_entries=3)
+        for n in range(5):
+            choose(SITE, f"WallTimeLimit={n}", cache=cache)
+            time.sleep(0.002)
+        assert len(cache_entries(tmp_path)) == 3
+        choose(SITE, "WallTimeLimit=4", cache=cache)
+        choose(SITE, "WallTimeLimit=0", cache=cache)
+        assert (cache.hits, cache.misses) == (1, 6)
 
 
 @given(st.dictionaries(
@@ -587,15 +684,20 @@ class TestCache:
     max_size=4))
 @settings(max_examples=200, deadline=None)
 def test_select_is_eligible_and_errors_are_one_line(reqs):
-    t = tree_from_config(load_site())
-    m = RequirementMatcher(t)
-    eligible = eligible_queues(reqs, t)
-    assert m.eligible(reqs) == eligible
+    t = parse_resources(load_site()["resources"])
+    queues = eligible(reqs, t)
     try:
-        chosen = m.select(reqs)
+        chosen = select(reqs, t)
     except NoEligibleQueue as exc:
-        assert eligible == ()
+        assert queues == ()
         assert str(exc).startswith("no ") and "\n" not in str(exc) and exc.unmet
+        chosen = None
     else:
-        assert chosen in eligible
-        assert chosen == select_queue(reqs, t)
+        assert chosen in queues
+        assert chosen == preferred(queues)
+    # the same requirements as a description states them (strings) choose the same queue
+    try:
+        assert choose(SITE, *as_description(reqs)).queue == chosen
+    except NoEligibleQueue as exc:
+        assert chosen is None
+        assert str(exc).startswith("no ") and "\n" not in str(exc) and exc.unmet

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST_CONFIG, REPO, require_service
+from jim.background import monitor_lock
 from jim.locks import SingleInstance
 from jim.paths import Home
 
@@ -209,7 +210,7 @@ def test_jobs_that_left_qstat_end_with_right_exit_codes(gjim, sge):
     only the accounting file can tell, and it must."""
     home = Home(gjim.home)
     home.ensure()
-    hold = SingleInstance(home.monitor_lock)
+    hold = SingleInstance(monitor_lock(home.root))
     assert hold.acquire()  # no monitor runs while we hold its lock
     try:
         job = gjim.submit('&(executable=/bin/sh)(arguments=-c "exit $((JIM_INDEX * 2))")(count=3)')

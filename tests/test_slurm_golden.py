@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from jim.adapters.base import LocalJobSpec, SubmitChunk
-from jim.adapters.slurm import (STATE_MAP, SlurmAdapter, array_spec, parse_sacct, parse_squeue, squeue_tasks,
+from jim.ranges import array_spec
+from jim.adapters.slurm import (STATE_MAP, SlurmAdapter, parse_sacct, parse_squeue, squeue_tasks,
                                 parse_tag_name, tag_name)
 from jim.paths import Home
 from jim.states import Evidence, LocalState
@@ -53,10 +54,9 @@ def test_rendered_script_and_sbatch_argv(adapter, tmp_path):
     chunk = SubmitChunk("20261122-070000-abcdef01", [LocalJobSpec(k, f"x.{k}") for k in (3, 4, 5, 9)],
                         job_dir=job_dir, wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
                         outroot=job_dir / "local", queue="long", limits={"wall_seconds": 7200})
-    text = adapter.render("slurm.sh", grid_id=chunk.grid_id, offset=3, python="/usr/bin/python3",
-                          wrapper=chunk.wrapper, sandbox=chunk.sandbox, outroot=chunk.outroot)
+    text = adapter.script(chunk, [3, 4, 5, 9])
     golden("slurm-script.sh", text)
-    argv = adapter.sbatch_argv(chunk, 3, [0, 1, 2, 6], "/x/slurm-3.sh")
+    argv = adapter.submit_argv(chunk, [3, 4, 5, 9], Path("/x/slurm-3.sh"))
     golden("slurm-sbatch-argv.json", json.dumps(argv, indent=1) + "\n")
     assert "--array=0-2,6" in argv and "--partition=long" in argv and "--no-requeue" in argv
     assert argv[-3:] == ["--mem=100", "--qos=low", "/x/slurm-3.sh"]
@@ -142,12 +142,11 @@ def test_every_state_in_recordings_is_mapped():
             assert state in STATE_MAP, (name, state)
 
 
-def test_transient_errors_classified():
-    from jim.adapters.slurm import _transient
-    assert _transient(1, (DATA / "down-squeue.err").read_text())
-    assert _transient(1, (DATA / "down-sbatch.err").read_text())
-    assert not _transient(1, (DATA / "sbatch-bad-partition.err").read_text())
-    assert not _transient(1, (DATA / "sbatch-array-too-big.err").read_text())
+def test_transient_errors_classified(adapter):
+    assert adapter.is_transient((DATA / "down-squeue.err").read_text())
+    assert adapter.is_transient((DATA / "down-sbatch.err").read_text())
+    assert not adapter.is_transient((DATA / "sbatch-bad-partition.err").read_text())
+    assert not adapter.is_transient((DATA / "sbatch-array-too-big.err").read_text())
 
 
 def test_sacct_folded_and_bare_array_records():

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 
-from jim.db import Database, new_job_id, new_record, now_iso
-from jim.monitor import status_json
+from jim.db import Database, new_record
+from jim.jobid import new_job_id
+from jim.status import status_json
+from jim.timestamps import now_iso
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 from jim.status import bar, duration, job_fraction, phase_totals, render_status, safe, sort_key

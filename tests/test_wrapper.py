@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
 import io
 import json
 import os
@@ -16,7 +17,7 @@ import psutil
 import pytest
 
 from jim.adapters.fork import ForkAdapter
-from jim.outputs import read_exit_file
+from jim.localfiles import read_exit
 from jim.paths import Home
 from jim.sandbox import builder
 
@@ -52,7 +53,7 @@ def test_runs_command_with_slice_env_progress_and_exit_file(tmp_path):
     assert (out / "stdout").read_text() == "slice 11 g v 0 t.0\n"
     assert (out / "stderr").read_text() == "err\n"
     assert (out / "progress").read_text() == "d0gstar 117 250\nd0gstar 250 250\n"
-    assert read_exit_file(out / "exit_code")[0] == 0
+    assert read_exit(out).code == 0
     log = (out / "wrapper.log").read_text()
     assert "host=" in log and "python=" in log and "finished with exit code 0" in log
     assert json.loads((out / "started").read_text())["pid"] > 0
@@ -64,10 +65,10 @@ def test_exit_code_and_reserved_codes(tmp_path):
     sb = make_sandbox(tmp_path, [job(["/bin/sh", "-c", "exit 3"]), job(["/bin/sh", "-c", "exit 100"], 1)],
                       reserved_exit_codes=[99, 100])
     p = run_wrapper(tmp_path, sb, 0)
-    assert p.returncode == 3 and read_exit_file(tmp_path / "out/0/exit_code")[0] == 3
+    assert p.returncode == 3 and read_exit(tmp_path / "out/0").code == 3
     p = run_wrapper(tmp_path, sb, 1)
     assert p.returncode == 1  # never hands a reserved code back raw
-    assert read_exit_file(tmp_path / "out/1/exit_code")[0] == 100  # but keeps the true one
+    assert read_exit(tmp_path / "out/1").code == 100  # but keeps the true one
 
 
 def test_outputs_named_with_index(tmp_path):
@@ -83,7 +84,7 @@ def test_missing_executable(tmp_path):
     sb = make_sandbox(tmp_path, [job(["/nonexistent/prog"])])
     p = run_wrapper(tmp_path, sb)
     assert p.returncode == 127
-    code, info = read_exit_file(tmp_path / "out/0/exit_code")
+    code, info = astuple(read_exit(tmp_path / "out/0"))
     assert code == 127 and "cannot run" in info["error"]
 
 
@@ -97,7 +98,7 @@ def test_sigterm_is_passed_on_and_exit_file_written(tmp_path):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(10) == 143
-    code, info = read_exit_file(tmp_path / "out/0/exit_code")
+    code, info = astuple(read_exit(tmp_path / "out/0"))
     assert code == 143 and info["terminated_by"] == "15"
 
 
@@ -110,7 +111,7 @@ def test_sandbox_escape_refused(tmp_path):
         t.addfile(info, io.BytesIO(data))
     p = run_wrapper(tmp_path, evil)
     assert p.returncode == 1
-    code, info = read_exit_file(tmp_path / "out/0/exit_code")
+    code, info = astuple(read_exit(tmp_path / "out/0"))
     assert "escapes" in info["wrapper_error"]
     assert not (tmp_path / "escaped").exists() and not (tmp_path.parent / "escaped").exists()
 

@@ -1,0 +1,95 @@
+"""Cancel: stop every local job of a grid job, gather the outputs, report the grid state.
+
+``jim cancel`` (the gatekeeper's, or a person's):
+
+1. marks the record ``cancelRequested`` (a worker then submits nothing more:
+   see :func:`jim.journal.append`), and stops the grid job's worker;
+2. finds every local job that may be in the batch system: those with a batch
+   id, and those whose submission was journaled with an unknown outcome
+   (looked up by tag);
+3. cancels them in one adapter call and gives their wrappers ``cancel_grace``
+   seconds to write their exit-code files;
+4. records each local job's end (DONE if it had ended well before the cancel
+   reached it, else CANCELLED), gathers the outputs into the output tar, and
+   appends the SEG event.
+
+A second cancel, or one of a grid job that has ended, only makes sure its
+outputs are gathered.
+"""
+
+from __future__ import annotations
+
+import time
+
+from jim import background, journal, localfiles, seg
+from jim.adapters import get_adapter
+from jim.config import Config
+from jim.db import Database, GridJob
+from jim.log import for_job
+from jim.outputs import finalize
+from jim.paths import Home
+from jim.states import Evidence, GramState, LocalState
+
+
+def cancel(config: Config, job_id: str) -> GramState:
+    """Stop every local job of ``job_id``, gather outputs; return the grid state."""
+    home = Home(config.home)
+    db = Database(home, config.deadlines.lock)
+    log = for_job("jim.cancel", job_id)
+    mff = config.site.max_failed_fraction
+    job = db.read(job_id)
+    if job.state.terminal:
+        if not job.outputs_gathered:
+            finalize(db, job_id, max_failed_fraction=mff)
+        log.info("cancel of grid job %s: already %s", job_id, job.state.name)
+        return job.state
+    with db.update(job_id) as rec:
+        if not rec.cancel_requested:
+            rec.set("cancelRequested", "true")
+            rec.set("cancelReason", "cancelled by the user")
+    log.info("cancelling grid job %s", job_id)
+    background.stop_worker(home.root, job_id)
+    batch_ids = _stop_local_jobs(config, home, db.read(job_id))
+    with db.update(job_id) as rec:
+        _record_ends(home, rec, batch_ids)
+        rec.recompute(max_failed_fraction=mff)
+    finalize(db, job_id, max_failed_fraction=mff)
+    job = db.read(job_id)
+    log.info("grid job %s cancelled: %s, output tar %s", job_id, job.state.name, job.output_tar)
+    seg.emit(job)
+    return job.state
+
+
+def _stop_local_jobs(config: Config, home: Home, job: GridJob) -> dict[int, str]:
+    """Cancel every local job that may be in the batch system; index -> batch id of those."""
+    adapter = get_adapter(config, home)
+    unsure = journal.in_flight(job, journal.read(home.job_dir(job.id)))
+    found = adapter.reconcile(job.id, unsure) if unsure else {}
+    batch_ids = {lj.index: lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id}
+    batch_ids.update((lj.index, found[lj.tag]) for lj in job.local_jobs() if lj.tag in found)
+    grace = config.deadlines.cancel_grace
+    if not batch_ids:
+        return batch_ids
+    adapter.retrying(adapter.cancel, sorted(set(batch_ids.values())), grace)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:  # let the wrappers write their exit-code files
+        if all(localfiles.has_exit(home.local_dir(job.id, k)) for k in batch_ids):
+            break
+        time.sleep(0.05)
+    return batch_ids
+
+
+def _record_ends(home: Home, rec: GridJob, batch_ids: dict[int, str]) -> None:
+    """Every local job that has not ended: DONE if its wrapper says it ended well, else CANCELLED."""
+    for lj in rec.local_jobs():
+        if lj.state.terminal:
+            continue
+        submitted = lj.index in batch_ids
+        if submitted and not lj.batch_id:
+            lj.batch_id = batch_ids[lj.index]
+        ec = localfiles.read_exit(home.local_dir(rec.id, lj.index)) if submitted else None
+        if ec is not None and ec.succeeded:
+            lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
+        else:
+            lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=ec.code if ec else None,
+                         reason="cancelled" + ("" if submitted else " before it was submitted"))

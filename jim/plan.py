@@ -1,0 +1,205 @@
+"""Plan: from a validated job description to N local jobs, their queue and their command lines.
+
+The first stage of a grid job, run synchronously by ``jim submit`` (and by
+``jim plan --dry-run``, which records nothing):
+
+1. common checks of the description (:meth:`JobDescription.check_common`);
+2. the job type's handler (a ``parameters*`` attribute without ``jimtype``
+   makes a parametric job) and the attributes it accepts;
+3. the local queue, from the job's requirements and the site's
+   ``[resources]`` (:mod:`jim.requirements`), or the job's GRAM ``queue``;
+4. the handler's ``getNumSubmissionTimes`` (N and the slices), checked
+   against the site's limits, and ``getCommandAndArguments`` for every slice.
+
+The plan and the commands are kept in ``jobs/<id>/plan.json`` (:func:`save`,
+:func:`load`) for the worker, which builds the sandbox from them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jim.config import Config
+from jim.db import atomic_write
+from jim.errors import InvalidAttribute, JimError, PlanError
+from jim.handlers import get_handler_class
+from jim.handlers.base import Handler, Plan
+from jim.jobdesc import JobDescription
+from jim.paths import Home
+
+PLAN_FILE = "plan.json"
+_PARAMETER_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")
+
+Commands = list[list[str]]
+
+
+def _is_parameter_attr(name: str) -> bool:
+    return name.partition(".")[0] in _PARAMETER_ATTRS
+
+
+def make_plan(
+    config: Config, desc: JobDescription, *, job_id: str | None = None, dry_run: bool = False
+) -> tuple[Handler, Plan, Commands]:
+    """Validate ``desc``, choose its local queue and plan it: (handler, plan, commands).
+
+    Records nothing; a real submit (``dry_run=False``) only remembers the
+    queue choice in the requirements cache under ``$JIM_HOME/cache``.
+    """
+    cls = _handler_class(desc)
+    choice = _choose_queue(config, desc, dry_run)
+    handler = cls(config.site, config.handler_options(cls.name or desc.jimtype), queue=choice.queue, grid_job_id=job_id)
+    try:
+        plan = handler.getNumSubmissionTimes(desc)
+    except ValueError as e:  # splitters raise ValueError on bad parameters
+        if isinstance(e, JimError):
+            raise
+        raise InvalidAttribute(str(e)) from e
+    if plan.n < 1:
+        raise PlanError("the plan has no local jobs")
+    if plan.n > config.site.max_local_jobs:
+        raise PlanError(f"the plan has {plan.n} local jobs, over the site's limit of {config.site.max_local_jobs}")
+    _record_queue(plan, choice)
+    commands = [handler.getCommandAndArguments(desc, plan, s) for s in plan.slices]
+    for argv in commands:
+        if not argv or not all(isinstance(a, str) for a in argv) or any("\0" in a for a in argv):
+            raise InvalidAttribute("a local job's command must be a non-empty list of strings")
+    return handler, plan, commands
+
+
+def _handler_class(desc: JobDescription) -> type[Handler]:
+    """The handler of the job's type, after the checks every description must pass."""
+    desc.check_common()
+    if not desc.has("jimtype") and any(_is_parameter_attr(a) for a in desc.attrs):
+        desc.attrs["jimtype"] = ["parametric"]
+    cls = get_handler_class(desc.jimtype)
+    accepted = cls.accepted_attributes(desc)
+    desc.check_known(accepted)
+    if "parameters" not in accepted:
+        stray = sorted(a for a in desc.attrs if _is_parameter_attr(a))
+        if stray:
+            raise InvalidAttribute(
+                f"attribute {stray[0]} makes a parametric job, but the job type is {desc.jimtype}: use jimtype=parametric"
+            )
+    return cls
+
+
+class _NoQueues:
+    """The queue choice when the site describes no queues and the job states no requirements.
+
+    The common case needs no matching, so ``jim submit`` does not even import
+    :mod:`jim.requirements` (about 10 ms): the batch system's default queue,
+    or the job's GRAM ``queue`` passed through.
+    """
+
+    queue = ce = None
+    eligible = 0
+    described = ""
+
+    def __init__(self, name: str | None):
+        self.name = name
+        self.how = "gram-queue" if name else "batch-default"
+
+
+def _choose_queue(config: Config, desc: JobDescription, dry_run: bool) -> Any:
+    """The job's local queue from its requirements and the site's ``[resources]``."""
+    if not config.resources and not desc.has("requirements"):
+        gram_queue = (desc.get("queue") or "").strip()
+        return _NoQueues(gram_queue or None)
+    # (imported here: a submit without requirements never needs it, see _NoQueues)
+    from jim.requirements import QueueCache, choose_queue, requirements_of_description
+
+    home = Home(config.home)
+    if not dry_run:
+        home.ensure()
+    stated = requirements_of_description(desc.attrs.get("requirements"), desc.get("queue"))
+    return choose_queue(config.resources, stated, cache=QueueCache(home.cache, write=not dry_run))
+
+
+def _record_queue(plan: Plan, choice: Any) -> None:
+    """Put the queue choice into the plan: plan.queue, every slice's queue, attributes, explanation."""
+    plan.queue = plan.queue or choice.name
+    for s in plan.slices:
+        if s.queue is None:
+            s.queue = plan.queue
+    facts = {"queueChosenBy": choice.how, "ce": choice.ce, "requirements": choice.described or None}
+    if choice.queue is not None:
+        facts["eligibleQueues"] = str(choice.eligible)
+    for key, value in facts.items():
+        if value is not None:
+            plan.attrs.setdefault(key, value)
+    text = plan.explanation.rstrip()
+    text += "" if not text or text.endswith(".") else "."
+    if choice.queue is not None:
+        why = f"for {choice.described}" if choice.described else "no requirements: the site's preferred"
+        plan.explanation = f"{text} Queue {choice.name} on CE {choice.ce} ({why}; {choice.eligible} eligible)."
+    elif choice.name:
+        plan.explanation = f"{text} Queue {choice.name} (the job's queue attribute)."
+
+
+def save(job_dir: Path, plan: Plan, commands: Commands) -> None:
+    """Write ``plan.json``: the plan and every local job's command line."""
+    atomic_write(job_dir / PLAN_FILE, json.dumps({**plan.to_json(), "commands": commands}).encode())
+
+
+def load(job_dir: Path) -> tuple[Plan, Commands]:
+    """What :func:`save` wrote."""
+    data = json.loads((job_dir / PLAN_FILE).read_text())
+    return Plan.from_json(data), data["commands"]
+
+
+def dry_run_json(desc: JobDescription, plan: Plan, commands: Commands) -> dict[str, Any]:
+    """What ``jim plan --dry-run --json`` prints."""
+    attrs = plan.record_attrs()
+    return {
+        "dryRun": True,
+        "jobtype": desc.jimtype,
+        "localJobs": plan.n,
+        "binding": plan.binding,
+        "queue": plan.queue,
+        "timeLimit": attrs.get("timeLimit"),
+        "timeLimitBy": attrs.get("timeLimitBy"),
+        "explanation": plan.explanation,
+        "plan": attrs,
+        "jobs": [
+            {
+                "index": k,
+                "queue": s.queue,
+                "slice": s.attrs,
+                "params": s.params,
+                "env": s.env,
+                "estSeconds": s.attrs.get("estSeconds"),
+                "failedOnCreation": s.failed_on_creation,
+                "argv": commands[k],
+            }
+            for k, s in enumerate(plan.slices)
+        ],
+    }
+
+
+def render_dry_run(data: dict[str, Any]) -> str:
+    """What ``jim plan --dry-run`` prints for a person (from :func:`dry_run_json`)."""
+    attrs, jobs = data["plan"], data["jobs"]
+    failed = sum(1 for j in jobs if j["failedOnCreation"])
+    failed_note = f" ({failed} failed on creation)" if failed else ""
+    lines = [f"job type {data['jobtype']}: {data['localJobs']} local job(s){failed_note}; binding limit: {data['binding']}"]
+    queue = data["queue"] or "(the batch system's default)"
+    extra = f" on CE {attrs['ce']}" if attrs.get("ce") else ""
+    lines.append(f"queue: {queue}{extra}" + (f"; requirements: {attrs['requirements']}" if attrs.get("requirements") else ""))
+    if attrs.get("timeLimit"):
+        longest = attrs.get("estSecondsPerJob")
+        lines.append(
+            f"time limit per local job: {attrs['timeLimit']} s ({attrs['timeLimitBy']})"
+            + (f"; longest local job about {longest} s" if longest else "")
+        )
+    lines.append(data["explanation"])
+    lines.append(f"  {'#':>5}  {'queue':<12} {'est. s':>8}  slice")
+    for job in jobs[:50]:
+        sl = " ".join(f"{a}={v}" for a, v in {**job["slice"], **job["params"]}.items() if a != "estSeconds")
+        extra = f"  [failed on creation: {job['failedOnCreation']}]" if job["failedOnCreation"] else ""
+        lines.append(f"  {job['index']:>5}  {job['queue'] or '-':<12} {job['estSeconds'] or '-':>8}  {sl}{extra}")
+    if len(jobs) > 50:
+        lines.append(f"  ... and {len(jobs) - 50} more")
+    lines.append("(dry run: nothing recorded or submitted)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,77 @@
+"""Submit: record a new grid job and hand it to its worker, within the gatekeeper's deadline.
+
+``jim submit`` validates and plans synchronously (:mod:`jim.plan`: bad input
+fails at once with a GRAM error and records nothing), writes the plan and the
+grid job's record (every local job PLANNED), and returns the grid job id.
+Packaging and batch submission go on in the grid job's worker
+(:mod:`jim.worker`), run in a detached fork of this process; the worker starts
+the monitor once it has submitted (or when it has to wait for the batch system).
+"""
+
+from __future__ import annotations
+
+import gc
+import getpass
+import os
+import shutil
+
+from jim import background, faults
+from jim import log as jlog
+from jim import plan as planning
+from jim import worker
+from jim.config import Config
+from jim.db import Database, GridJob, new_record
+from jim.handlers.base import Plan
+from jim.jobdesc import JobDescription
+from jim.jobid import new_job_id
+from jim.outputs import check_output_tar
+from jim.paths import Home
+
+
+def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None = None,
+           start_background: bool = True) -> str:
+    """Record a new grid job and start its worker; return the grid job id."""
+    env = dict(os.environ if env is None else env)
+    job_id = new_job_id()
+    _handler, plan, commands = planning.make_plan(config, desc, job_id=job_id)
+    if desc.has("outputtar"):
+        desc.attrs["outputtar"] = [check_output_tar(desc.get("outputtar"), desc.get("directory"))]
+    home = Home(config.home).ensure()
+    record = _record(config, home, job_id, desc, plan, commands, env)
+    log = jlog.for_job("jim.submit", job_id)
+    log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
+    faults.point("submit-after-record")
+    if start_background:
+        known = worker.Known(record, plan, commands)
+        background.run_detached(home.root, lambda: _run_worker(config, home, job_id, known))
+    return job_id
+
+
+def _record(config: Config, home: Home, job_id: str, desc: JobDescription, plan: Plan,
+            commands: planning.Commands, env: dict[str, str]) -> GridJob:
+    """Write the grid job's work area with its plan, then its record: all of it, or nothing."""
+    job_dir = home.job_dir(job_id)
+    os.mkdir(job_dir, 0o700)
+    try:
+        planning.save(job_dir, plan, commands)
+        meta = {"segDir": env.get("JIM_SEG_DIR", ""), "gramUniqid": desc.get("uniqid") or "",
+                "gramJobDir": desc.get("jobdir") or ""}
+        record = new_record(
+            job_id, jobtype=desc.jimtype, name=desc.get("jobname") or os.path.basename(desc.executable or ""),
+            owner=getpass.getuser(), adapter=config.batch.adapter, description=desc.to_json(),
+            source_format=desc.source_format, source_text=desc.source_text,
+            plan=plan.record_attrs(), explanation=plan.explanation,
+            slices=[s.record() for s in plan.slices], meta=meta)
+        record.recompute(max_failed_fraction=config.site.max_failed_fraction)
+        Database(home, config.deadlines.lock).create(record)
+    except BaseException:
+        shutil.rmtree(job_dir, ignore_errors=True)
+        raise
+    return record
+
+
+def _run_worker(config: Config, home: Home, job_id: str, known: worker.Known) -> int:
+    """The forked worker: a fresh log (the parent's files are closed), then :func:`jim.worker.run`."""
+    jlog.reopen(home.root)
+    gc.enable()  # (jim's short-lived commands run without it)
+    return worker.run(config, job_id, known)

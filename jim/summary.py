@@ -1,0 +1,73 @@
+"""The poll summary: ``db/<id>.state``, what ``jim poll`` prints for a grid job, kept beside its record.
+
+One writer, one reader.  :func:`render` is called by :mod:`jim.db` with every
+write of a record, under the record's lock, and the file is replaced
+atomically with it; :func:`read` serves ``jim poll`` (which must not parse the
+XML record), the worker's intent journal (has a cancel come?) and the list of
+active grid jobs.  It lives with the database in the foundation because it is
+the record's shadow: written in the same step, never on its own.
+
+Format: ``KEY=VALUE`` lines.  The first line is always ``JOB_STATE``; lines
+whose key starts with ``#`` are jim's own and never printed::
+
+    JOB_STATE=FAILED
+    EXIT_CODE=3                 once DONE or FAILED
+    MESSAGE=local job 2 ...     once FAILED: why, in one line
+    #UNSUBMITTED=0              local jobs not yet submitted (a worker is needed)
+    #CANCEL=1                   a cancel was requested
+
+Only ``os`` is used here: ``jim poll`` reads it on its hot path.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: The keys ``jim poll`` prints, in order.
+PROTOCOL_KEYS = ("JOB_STATE", "EXIT_CODE", "MESSAGE")
+TERMINAL_STATES = ("DONE", "FAILED")
+
+
+def render(state: str, *, exit_code: int | None, message: str | None, unsubmitted: int, cancel: bool) -> bytes:
+    """The summary of a grid job in ``state`` (a GRAM state name)."""
+    lines = [f"JOB_STATE={state}"]
+    if exit_code is not None:
+        lines.append(f"EXIT_CODE={exit_code}")
+    if message is not None:
+        lines.append("MESSAGE=" + " ".join(message.split()))
+    lines.append(f"#UNSUBMITTED={unsubmitted}")
+    lines.append(f"#CANCEL={'1' if cancel else '0'}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def path(home: str | os.PathLike[str], job_id: str) -> str:
+    """Where the summary of ``job_id`` is (``job_id`` already checked: see jim.jobid)."""
+    return os.path.join(home, "db", f"{job_id}.state")
+
+
+def read(path: str | os.PathLike[str]) -> dict[str, str] | None:
+    """key -> value (jim's own keys without the ``#``); None when there is no such file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.lstrip("#")] = value
+    return out
+
+
+def unsubmitted(summary: dict[str, str]) -> bool:
+    """True when local jobs of the grid job await submission and no cancel came."""
+    return summary.get("UNSUBMITTED", "0") != "0" and summary.get("CANCEL") != "1"
+
+
+def cancel_requested(summary: dict[str, str]) -> bool:
+    return summary.get("CANCEL") == "1"
+
+
+def terminal(summary: dict[str, str]) -> bool:
+    return summary.get("JOB_STATE") in TERMINAL_STATES

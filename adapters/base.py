@@ -65,6 +65,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
 from jim import localfiles
 from jim.errors import BatchError, CancelError, ConfigError, JimError, QueryError, SubmitError
 from jim.locks import SingleInstance
@@ -499,8 +501,6 @@ class Adapter(abc.ABC):
                  before_retry: Callable[[BaseException], None] | None = None, **kwargs: Any) -> T:
         """Call ``fn`` and retry transient failures with exponential backoff; ``before_retry(failure)``
         runs before each retry (an exception from it ends the retries)."""
-        from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
         def transient(e: BaseException) -> bool:
             return bool(getattr(e, "transient", False))
 

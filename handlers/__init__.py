@@ -6,13 +6,9 @@ reported when (and only when) that job type is asked for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jim import plugins
 from jim.errors import UnknownJobType
-
-if TYPE_CHECKING:
-    from jim.handlers.base import Handler
+from jim.handlers.base import Handler
 
 GROUP = "jim.handlers"
 
@@ -29,15 +25,11 @@ BUILTIN = {
 
 def discover() -> dict[str, type[Handler] | Exception]:
     """name -> handler class, or the exception that prevented loading it."""
-    from jim.handlers.base import Handler
-
     return plugins.discover(GROUP, BUILTIN, Handler)  # type: ignore[return-value]
 
 
 def get_handler_class(name: str) -> type[Handler]:
     """The handler of job type ``name``; UnknownJobType when there is none or it is broken."""
-    from jim.handlers.base import Handler
-
     try:
         return plugins.find(name, GROUP, BUILTIN, Handler, "job type")
     except LookupError as e:

@@ -32,6 +32,7 @@ from jim.errors import InvalidAttribute, PlanError
 from jim.handlers import inputdata
 from jim.handlers.base import Handler, LocalSlice, Plan
 from jim.jobdesc import JobDescription
+from jim.split.merge import MergeFile, split_merge_by_size
 
 
 class ConcatHandler(inputdata.InputDataWorkArea, Handler):
@@ -49,8 +50,6 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
                "files_as_arguments": False}
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
-        from jim.split.merge import MergeFile, split_merge_by_size
-
         self.executable_argv(desc)
         files = [self._merge_file(desc, e, MergeFile) for e in inputdata.entries(desc)]
         max_size = desc.get_int("maxmergesize", None, minimum=1) or int(self.opts["max_merge_size"])

@@ -41,6 +41,7 @@ from typing import Any
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers.base import Handler, LocalSlice, Plan
 from jim.jobdesc import JobDescription
+from jim.split.parametric import parse_parameters, split_parametric
 
 _SEQUENCE_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")
 #: Attributes that may differ between the local jobs of one grid job.
@@ -72,8 +73,6 @@ class ParametricHandler(Handler):
         self._argv: dict[int, list[str]] = {}
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
-        from jim.split.parametric import parse_parameters
-
         if desc.get_int("count", 1, minimum=1) != 1:
             raise InvalidAttribute("parametric jobs take the number of local jobs from parameters; "
                                    "count must be 1")
@@ -128,8 +127,6 @@ class ParametricHandler(Handler):
         return cap, cap_why.replace("-", " ")
 
     def _children(self, desc: JobDescription):
-        from jim.split.parametric import split_parametric
-
         try:
             return split_parametric(desc.attrs, source_job=self.grid_job_id or DRY_RUN_ID,
                                     max_jobs=self._limit(desc)[0])

@@ -47,6 +47,10 @@ from jim.errors import InvalidAttribute, PlanError
 from jim.handlers import inputdata
 from jim.handlers.base import Handler, LocalSlice, Plan
 from jim.jobdesc import JobDescription
+from jim.split.eventaware import split_event_aware
+from jim.split.events import EventFile, split_event_files
+from jim.split.files import split_files
+from jim.split.lumis import LumiFile, split_lumis
 
 MODES = ("files", "events", "lumis", "eventaware")
 
@@ -107,8 +111,6 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
 
     # -- the four modes ----------------------------------------------------------------
     def _by_files(self, desc, entries, cap, cap_why) -> Plan:
-        from jim.split.files import split_files
-
         names = [e.name for e in entries]
         user = desc.get_int("filesperjob", None, minimum=1)
         per_job, binding = (user, "user-files-per-job") if user else \
@@ -128,8 +130,6 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                     attrs={"total": len(names), "perJob": per_job})
 
     def _by_events(self, desc, entries, cap) -> Plan:
-        from jim.split.events import EventFile, split_event_files
-
         files = []
         for e in entries:
             n = inputdata.count(e, 0, "events")
@@ -158,9 +158,6 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                            "cpuPerEvent": f"{budget.cpu_per_event:g}" if budget.cpu_per_event else None})
 
     def _by_lumis(self, desc, entries, cap, mode) -> Plan:
-        from jim.split.eventaware import split_event_aware
-        from jim.split.lumis import LumiFile, split_lumis
-
         files = [LumiFile(e.name, inputdata.lumis(e, 1), inputdata.count(e, 0, "events") or 0) for e in entries]
         if not any(f.lumis for f in files):
             raise InvalidAttribute(f"splitting={mode} needs the files' lumi sections: (NAME EVENTS RUN:LUMIS ...)")

@@ -30,12 +30,25 @@ seam of :func:`jim.adapters.condor.collector`, which the tests fake).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import socket
+import sys
+from dataclasses import replace
 from typing import Any
 
+import classad2
+
+from jim import __version__
+from jim.adapters import get_adapter
+from jim.adapters.condor import collector as collector_for
 from jim.config import Config
 from jim.errors import JimError
+from jim.handlers import discover
+from jim.paths import Home
+from jim.requirements import parse_resources
+
+log = logging.getLogger("jim.advertise")
 
 COMMAND = "UPDATE_AD_GENERIC"
 
@@ -49,10 +62,6 @@ def site_attributes(config: Config, *, free_slots: int | None | bool = True) -> 
 
     ``free_slots=True`` asks the configured adapter; an int or None is used as given.
     """
-    from jim import __version__
-    from jim.handlers import discover
-    from jim.requirements import parse_resources
-
     if free_slots is True:
         free_slots = _free_slots(config)
     name = config.advertise.name or config.site.name
@@ -83,21 +92,15 @@ def site_attributes(config: Config, *, free_slots: int | None | bool = True) -> 
 
 
 def _free_slots(config: Config) -> int | None:
-    from jim.adapters import get_adapter
-    from jim.paths import Home
-
     try:
         return get_adapter(config, Home(config.home)).free_slots()
     except Exception as e:  # an unreachable batch system: the ad says "unknown", not nothing
-        import logging
-        logging.getLogger("jim.advertise").warning("free slots unknown: %s", e)
+        log.warning("free slots unknown: %s", e)
         return None
 
 
 def literal(value: Any) -> str:
     """A Python value as a ClassAd literal, on one line."""
-    import classad2
-
     if value is None:
         return "undefined"
     if isinstance(value, bool):
@@ -124,10 +127,8 @@ def to_old(attrs: dict[str, Any]) -> str:
     return "".join(f"{k} = {literal(v)}\n" for k, v in sorted(attrs.items(), key=lambda kv: kv[0].lower()))
 
 
-def to_classad(attrs: dict[str, Any]):
+def to_classad(attrs: dict[str, Any]) -> classad2.ClassAd:
     """A ``classad2.ClassAd`` (every value parsed from its literal, so both forms agree)."""
-    import classad2
-
     ad = classad2.ClassAd()
     for k, v in attrs.items():
         ad[k] = classad2.ExprTree(literal(v))
@@ -141,8 +142,6 @@ def to_json(attrs: dict[str, Any]) -> str:
 
 def send(attrs: dict[str, Any], collector: str) -> None:
     """Send the ad to ``collector``; :class:`AdvertiseError` (one line) when that fails."""
-    from jim.adapters.condor import collector as collector_for
-
     try:
         collector_for(collector).advertise([to_classad(attrs)], COMMAND)
     except JimError:
@@ -154,9 +153,6 @@ def send(attrs: dict[str, Any], collector: str) -> None:
 
 def run(config: Config, *, collector: str | None = None, as_json: bool = False, name: str | None = None) -> int:
     """``jim advertise``: print the ad, or send it when a collector is given or configured."""
-    import sys
-    from dataclasses import replace
-
     if name:
         config = replace(config, advertise=replace(config.advertise, name=name))
     attrs = site_attributes(config)

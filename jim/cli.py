@@ -30,8 +30,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jim import background, summary
-from jim.errors import BatchError, JimError, JobNotFound
+from jim import __version__, background, summary
+from jim.errors import BatchError, DescriptionError, JimError, JobNotFound
 from jim.jobid import valid_job_id
 
 if TYPE_CHECKING:
@@ -219,8 +219,7 @@ def _parser(only: str | None = None) -> Any:
 
 
 def _load_description(args: Any) -> JobDescription:
-    from jim.errors import DescriptionError  # (lazy: below, every import is one command's, never poll's)
-    from jim.jobdesc import parse_jdl, parse_json, parse_rsl  # (lazy: submit and plan only)
+    from jim.jobdesc import parse_jdl, parse_json, parse_rsl  # (lazy: submit and plan only, never poll)
 
     if args.rsl is not None:
         return parse_rsl(args.rsl)
@@ -248,8 +247,6 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, end="")
         return 0 if argv else 2
     if argv[0] == "--version":
-        from jim import __version__
-
         print(f"jim {__version__}")
         return 0
     command = argv[0]

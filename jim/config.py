@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pwd
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -221,7 +222,6 @@ def load(env: dict[str, str] | None = None) -> Config:
     path = config_path(env)
     if path is None:
         return parse({}, env=env)
-    import tomllib
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

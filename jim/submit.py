@@ -18,7 +18,6 @@ import shutil
 from jim import background, faults
 from jim import log as jlog
 from jim import plan as planning
-from jim import worker
 from jim.config import Config
 from jim.db import Database, GridJob, new_record
 from jim.handlers.base import Plan
@@ -42,8 +41,7 @@ def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None =
     log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
     faults.point("submit-after-record")
     if start_background:
-        known = worker.Known(record, plan, commands)
-        background.run_detached(home.root, lambda: _run_worker(config, home, job_id, known))
+        background.run_detached(home.root, lambda: _run_worker(config, home, job_id, (record, plan, commands)))
     return job_id
 
 
@@ -70,8 +68,10 @@ def _record(config: Config, home: Home, job_id: str, desc: JobDescription, plan:
     return record
 
 
-def _run_worker(config: Config, home: Home, job_id: str, known: worker.Known) -> int:
+def _run_worker(config: Config, home: Home, job_id: str, known: tuple[GridJob, Plan, planning.Commands]) -> int:
     """The forked worker: a fresh log (the parent's files are closed), then :func:`jim.worker.run`."""
+    from jim import worker  # (imported in the forked child: the submit's answer does not wait for it)
+
     jlog.reopen(home.root)
     gc.enable()  # (jim's short-lived commands run without it)
     return worker.run(config, job_id, known)

@@ -40,6 +40,7 @@ import logging
 import math
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -239,7 +240,6 @@ class JimServer(ThreadingHTTPServer):
         self.css = _package_bytes("jim", "templates", "jim.css")
         host = address[0]
         if ":" in host:
-            import socket
             self.address_family = socket.AF_INET6
         self.loopback = _is_loopback(host)
         self.thread: threading.Thread | None = None

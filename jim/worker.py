@@ -26,7 +26,6 @@ submitted again.  Fault points for tests: ``worker-after-sandbox``,
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from jim import background, faults, journal
 from jim import plan as planning
@@ -45,19 +44,12 @@ from jim.sandbox import builder
 from jim.states import Evidence, LocalState
 
 
-@dataclass(frozen=True)
-class Known:
-    """What ``jim submit`` already holds when it forks the worker: the record it wrote, the plan and
-    the commands.  Used while the record file is still the one submit wrote (no parse of the record
-    or of plan.json)."""
+def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Commands] | None = None) -> int:
+    """Entry point of ``jim _worker ID`` (detached); 0 when there is nothing (more) to do.
 
-    record: GridJob
-    plan: Plan
-    commands: planning.Commands
-
-
-def run(config: Config, job_id: str, known: Known | None = None) -> int:
-    """Entry point of ``jim _worker ID`` (detached); 0 when there is nothing (more) to do."""
+    ``known``: the record, plan and commands ``jim submit`` holds when it forks the worker; used
+    while the record file is still the one submit wrote (no parse of the record or of plan.json).
+    """
     home = Home(config.home).ensure()
     lock = SingleInstance(background.worker_lock(home.root, job_id))
     if not lock.acquire():
@@ -65,8 +57,8 @@ def run(config: Config, job_id: str, known: Known | None = None) -> int:
     log = for_job("jim.worker", job_id)
     db = Database(home, config.deadlines.lock)
     try:
-        if known is not None and known.record.disk_key == disk_key(home.record(job_id), missing=True):
-            job, planned = known.record, (known.plan, known.commands)
+        if known is not None and known[0].disk_key == disk_key(home.record(job_id), missing=True):
+            job, planned = known[0], (known[1], known[2])
         else:
             job, planned = db.read(job_id), None
         if job.cancel_requested or job.state.terminal:

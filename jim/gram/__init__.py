@@ -64,6 +64,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from jim.handlers import discover
+from jim.jobdesc import JIM_ATTRIBUTES
+
 __all__ = ["RSL_EXTENSIONS", "SERVICES", "main"]
 
 _RVF_HEADER = """\
@@ -95,9 +98,6 @@ def rsl_extensions() -> dict[str, str]:
     every job type installed (broken plug-ins are left out; names that an
     .rvf cannot declare, such as parametric ``parameters.<name>``, too).
     """
-    from jim.handlers import discover
-    from jim.jobdesc import JIM_ATTRIBUTES
-
     out = dict(JIM_ATTRIBUTES)
     for _name, cls in sorted(discover().items()):
         if isinstance(cls, type):

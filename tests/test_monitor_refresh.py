@@ -1,0 +1,185 @@
+"""One monitoring pass (:func:`jim.monitor.refresh`), in process, against an in-memory batch system.
+
+The rules of evidence per local job are tested in test_monitor.py; here, what
+the pass does for all of them: one query for every grid job, accounting asked
+in bulk, no news from a failed query, the grid state and its SEG events, the
+outputs gathered at the end, skipped work for unchanged grid jobs, holds
+cancelled, the worker restarted.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.fake_adapter import FakeAdapter, ended
+
+from jim import background, summary, worker
+from jim.config import parse
+from jim.db import Database
+from jim.jobdesc import parse_rsl
+from jim.monitor import Memo, refresh
+from jim.paths import Home
+from jim.states import GramState, LocalState
+from jim.submit import submit
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A config, a database, a fake batch system; every background process start is recorded, not made."""
+    config = parse({"monitor": {"interval": 0.01, "lost_grace": 60.0, "held_timeout": 600.0}},
+                   env={"JIM_HOME": str(tmp_path / "home")})
+    home = Home(config.home)
+    started: list[tuple[str, ...]] = []
+    monkeypatch.setattr(background, "start_monitor", lambda home: started.append(("monitor",)))
+    monkeypatch.setattr(background, "start_worker", lambda home, job_id: started.append(("worker", job_id)))
+
+    class Site:
+        pass
+
+    s = Site()
+    s.config, s.db, s.fake, s.started, s.seg = config, Database(home.ensure()), FakeAdapter(home), started, tmp_path / "seg"
+    s.seg.mkdir()
+
+    def grid_job(n=3, submitted=True):
+        job_id = submit(config, parse_rsl(f"&(executable=/bin/true)(count={n})"), start_background=False,
+                        env={"JIM_SEG_DIR": str(s.seg)})
+        if submitted:
+            worker.submit_pending(config, s.db, job_id, s.fake)
+        return job_id
+
+    s.grid_job = grid_job
+    s.refresh = lambda **kw: refresh(config, s.db, s.fake, **kw)
+    return s
+
+
+def states(db, job_id):
+    return [lj.state for lj in db.read(job_id).local_jobs()]
+
+
+def seg_states(site, job_id):
+    return [int(line.split(";")[3]) for f in sorted(site.seg.iterdir()) for line in f.read_text().splitlines()
+            if line.split(";")[2] == job_id]
+
+
+def test_one_query_for_every_grid_job_and_the_grid_state_follows(site):
+    a, b = site.grid_job(3), site.grid_job(2)
+    site.fake.set_state(f"{a}.1", LocalState.RUNNING)
+    assert site.refresh() == 2
+    queries = [c for k, c in site.fake.calls if k == "query"]
+    assert len(queries) == 1 and len(queries[0]) == 5
+    assert states(site.db, a) == [LocalState.QUEUED, LocalState.RUNNING, LocalState.QUEUED]
+    assert site.db.read(a).state is GramState.ACTIVE and site.db.read(b).state is GramState.PENDING
+    assert seg_states(site, a) == [int(GramState.ACTIVE)] and seg_states(site, b) == []
+    assert summary.read(site.db.home.summary(a))["JOB_STATE"] == "ACTIVE"
+
+
+def test_a_grid_job_that_ended_has_its_outputs_gathered_and_stops_being_active(site):
+    job = site.grid_job(2)
+    for k in range(2):
+        site.fake.set_state(f"{job}.{k}", LocalState.DONE, exit_code=0)
+    assert site.refresh() == 0
+    final = site.db.read(job)
+    assert final.state is GramState.DONE and final.exit_code == 0 and final.outputs_gathered
+    assert {lj.evidence for lj in final.local_jobs()} == {"batch"}
+    # every local job ended: ACTIVE while the outputs are gathered, then DONE (see jim.states)
+    assert seg_states(site, job) == [int(GramState.ACTIVE), int(GramState.DONE)]
+    assert site.db.active_ids() == []
+
+
+def test_a_failed_query_is_no_news_and_degrades_the_adapter(site):
+    job = site.grid_job(2)
+    site.fake.set_state(f"{job}.0", LocalState.DONE, exit_code=0)
+    site.fake.faults.query_down = True
+    before = site.db.read(job).tostring()
+    assert site.refresh() == 1
+    assert site.db.read(job).tostring() == before
+    assert site.fake.degraded()["reason"] == "the batch system does not answer"
+    site.fake.faults.query_down = False
+    site.refresh()
+    assert site.fake.degraded() is None
+    assert states(site.db, job)[0] is LocalState.DONE
+
+
+def test_jobs_gone_from_the_queue_are_looked_up_in_the_accounting_in_one_call(site):
+    job = site.grid_job(3)
+    site.fake.vanish(f"{job}.0", ended(LocalState.FAILED, 7, f"{job}.0"))
+    site.fake.vanish(f"{job}.2", ended(LocalState.DONE, 0, f"{job}.2"))
+    site.refresh()
+    assert [c for k, c in site.fake.calls if k == "accounting"] == [["100", "102"]]
+    lj = site.db.read(job).local_jobs()
+    assert (lj[0].state, lj[0].exit_code, lj[0].evidence) == (LocalState.FAILED, 7, "accounting")
+    assert (lj[2].state, lj[2].exit_code, lj[2].evidence) == (LocalState.DONE, 0, "accounting")
+    assert lj[1].state is LocalState.QUEUED
+
+
+def test_a_job_gone_without_evidence_is_lost_only_after_the_grace_period(site):
+    job = site.grid_job(1)
+    site.fake.vanish(f"{job}.0")
+    memo = Memo()
+    t0 = site.db.read(job).local(0).entered(LocalState.QUEUED) + 1
+    site.refresh(now=t0, memo=memo)
+    assert states(site.db, job) == [LocalState.QUEUED]
+    site.refresh(now=t0 + 59, memo=memo)
+    assert states(site.db, job) == [LocalState.QUEUED]
+    site.refresh(now=t0 + 61, memo=memo)
+    lj = site.db.read(job).local(0)
+    assert (lj.state, lj.evidence) == (LocalState.LOST, "absent-after-grace")
+
+
+def test_the_wrapper_exit_file_beats_the_batch_system(site):
+    job = site.grid_job(1)
+    local = site.db.home.local_dir(job, 0)
+    local.mkdir(parents=True)
+    (local / "exit_code").write_text("3\nerror=segfault in d0gstar\n")
+    site.fake.set_state(f"{job}.0", LocalState.DONE, exit_code=0)
+    site.refresh()
+    lj = site.db.read(job).local(0)
+    assert (lj.state, lj.exit_code, lj.evidence, lj.get("reason")) == \
+        (LocalState.FAILED, 3, "wrapper-exit-file", "segfault in d0gstar")
+
+
+def test_progress_reported_by_the_wrapper_reaches_the_record(site):
+    job = site.grid_job(1)
+    local = site.db.home.local_dir(job, 0)
+    local.mkdir(parents=True)
+    (local / "progress").write_text("d0gstar 10 250\nd0gstar 117 250\n")
+    site.fake.set_state(f"{job}.0", LocalState.RUNNING)
+    site.refresh()
+    assert site.db.read(job).local(0).progress == [("d0gstar", 117, 250)]
+
+
+def test_an_unchanged_grid_job_costs_no_parse_and_no_write(site, monkeypatch):
+    job = site.grid_job(2)
+    memo = Memo()
+    site.refresh(memo=memo)
+    mtime = site.db.home.record(job).stat().st_mtime_ns
+    reads = []
+    real_read = site.db.read
+    monkeypatch.setattr(site.db, "read", lambda job_id: reads.append(job_id) or real_read(job_id))
+    assert site.refresh(memo=memo) == 1
+    assert reads == [] and site.db.home.record(job).stat().st_mtime_ns == mtime
+    site.fake.set_state(f"{job}.1", LocalState.RUNNING)  # news: the job is looked at again
+    site.refresh(memo=memo)
+    assert states(site.db, job)[1] is LocalState.RUNNING
+
+
+def test_a_local_job_held_too_long_is_cancelled_with_the_reason(site):
+    job = site.grid_job(2)
+    site.fake.set_state(f"{job}.0", LocalState.HELD)
+    site.refresh()
+    held_at = site.db.read(job).local(0).entered(LocalState.HELD)
+    site.refresh(now=held_at + 601)
+    lj = site.db.read(job).local(0)
+    assert lj.state is LocalState.CANCELLED and lj.evidence == "cancel"
+    assert lj.get("reason").startswith("held for more than 600 s")
+    assert ("cancel", ["100"]) in site.fake.calls
+
+
+def test_the_worker_is_restarted_for_unsubmitted_local_jobs(site):
+    job = site.grid_job(2, submitted=False)
+    assert site.refresh() == 1
+    assert ("worker", job) in site.started
+    with site.db.update(job) as rec:
+        rec.set("cancelRequested", "true")
+    site.started.clear()
+    site.refresh()
+    assert ("worker", job) not in site.started  # a cancelled grid job gets no worker

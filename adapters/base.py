@@ -231,8 +231,10 @@ class AdapterOptions:
 
     def describe(self) -> str:
         """The options that differ from their defaults, for people (``jim doctor``)."""
-        changed = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                   if getattr(self, f.name) != f.default and not callable(f.default_factory)}
+        def default(f: dataclasses.Field[Any]) -> Any:
+            return f.default_factory() if callable(f.default_factory) else f.default
+
+        changed = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != default(f)}
         return " ".join(f"{k}={v!r}" for k, v in changed.items())
 
 
@@ -598,9 +600,13 @@ class Adapter(abc.ABC):
         finally:
             lock.release()
 
+    def prepare_query(self) -> None:
+        """Work a query needs that must not count in its date (imports, finding the server); none by default."""
+
     def _query_at_start(self, batch_ids: list[str]) -> QueryResult:
         """:meth:`query`, its answer dated when the command started: a job submitted while the
         query ran may be missing from it, and must not count as absent (see the monitor)."""
+        self.prepare_query()
         started = time.time()
         result = self.query(batch_ids)
         result.at = min(result.at, started)
@@ -700,7 +706,8 @@ class CommandAdapter(Adapter):
         raise NotImplementedError(f"{self.name}: accounting_units without accounting_argv")
 
     def accounting_accept(self, proc: subprocess.CompletedProcess[str]) -> bool:
-        """True when a non-zero exit of an accounting command means "no records"."""
+        """True when a non-zero exit of an accounting command is an answer all the same: its output
+        holds the records there are (none, when it says it has none)."""
         return False
 
     def parse_accounting(self, stdout: str, wanted: set[str]) -> dict[str, BatchStatus]:
@@ -757,9 +764,9 @@ class CommandAdapter(Adapter):
         return {b: s for b, s in found.items() if b in wanted and s.state.terminal}
 
     def accounting_records(self, argv: list[str], wanted: set[str]) -> dict[str, BatchStatus]:
-        """Run one accounting command and parse its records (none when it says it has none)."""
+        """Run one accounting command and parse its records (see :meth:`accounting_accept`)."""
         proc = self.run(argv, error=QueryError, accept=self.accounting_accept)
-        return self.parse_accounting(proc.stdout, wanted) if proc.returncode == 0 else {}
+        return self.parse_accounting(proc.stdout, wanted)
 
     def cancel_batch(self, units: Sequence[Any], grace: float) -> None:
         argv = self.cancel_argv(units)

@@ -249,16 +249,20 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "--version":
         print(f"jim {__version__}")
         return 0
-    command = argv[0]
+    return _run(argv[0], flags + argv)
+
+
+def _run(command: str, argv: list[str]) -> int:
+    """Parse the arguments of ``command`` and run it; a protocol command's stdout is protocol lines only."""
     protocol = command in PROTOCOL
-    if command != background.MONITOR_COMMAND:  # short-lived: garbage collection only costs time (the monitor keeps it)
+    if command != background.MONITOR_COMMAND:  # short-lived: garbage collection only costs time
         gc.disable()
     if not protocol:  # a person piping into head: end quietly
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     out = _Protocol() if protocol else None
     try:
         try:
-            args = _parser(command).parse_args(flags + argv)
+            args = _parser(command).parse_args(argv)
         except SystemExit as e:
             if out is not None and e.code:  # (not after --help)
                 out.emit("ERROR", 46)

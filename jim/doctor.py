@@ -21,7 +21,7 @@ def doctor(config: Config) -> int:
         if mode & 0o077:
             ok = False
             print(f"  PROBLEM: {home.root} is readable by others (mode {mode:o}); run chmod 700")
-    print(f"adapter:  {config.batch.adapter} {config.batch.options or ''}")
+    print(f"adapter:  {config.batch.adapter} {config.batch.describe_options()}".rstrip())
     try:
         adapter = get_adapter(config, home)
         deg = adapter.degraded() if home.cache.exists() else None

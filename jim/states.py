@@ -211,7 +211,3 @@ def parse_gram_state(value: str | int) -> GramState:
         return GramState(int(value))
     return GramState[str(value).strip().upper()]
 
-
-def count_by_state(states: Iterable[LocalState]) -> Mapping[str, int]:
-    c = Counter(s.value for s in states)
-    return {s.value: c[s.value] for s in LocalState if c[s.value]}

@@ -112,31 +112,39 @@ def sort_key(lj: dict, now: float):
     return (ORDER.get(lj["state"], 99), -heading_for, -e0, lj["index"])
 
 
-def render_status(data: dict, *, rows: int = 20, now: float | None = None) -> str:
+def render_status(data: dict[str, Any], *, rows: int = 20, now: float | None = None) -> str:
+    """What ``jim status ID`` prints: the grid job, its counts and progress, then the local jobs that
+    need a look first (see the module docstring), at most ``rows`` of them."""
     now = time.time() if now is None else now
-    lines = []
+    lines = _header(data, now) + _counts_and_progress(data) + _local_table(data, rows, now)
+    return "\n".join(lines) + "\n"
+
+
+def _header(data: dict[str, Any], now: float) -> list[str]:
     exit_part = f" (exit code {data['exitCode']})" if data.get("exitCode") is not None else ""
     cancel = ", cancel requested" if data.get("cancelRequested") and data["state"] not in ("DONE", "FAILED") else ""
-    lines.append(f"grid job {safe(data['id'])}  {safe(data['state'])}{exit_part}{cancel}")
-    lines.append(f"  name       {safe(data.get('name')) or '-'}")
-    lines.append(f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, "
-                 f"batch system {safe(data.get('adapter'))}")
     updated = parse_time(data.get("updated"))
     ago = f" ({duration(now - updated)} ago)" if updated else ""
-    lines.append(f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}")
     plan = data.get("plan") or {}
-    lines.append(f"  plan: {safe(plan.get('localJobs'))} local jobs, binding limit {safe(plan.get('binding'))}")
+    lines = [
+        f"grid job {safe(data['id'])}  {safe(data['state'])}{exit_part}{cancel}",
+        f"  name       {safe(data.get('name')) or '-'}",
+        f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, batch system {safe(data.get('adapter'))}",
+        f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}",
+        f"  plan: {safe(plan.get('localJobs'))} local jobs, binding limit {safe(plan.get('binding'))}",
+    ]
     if plan.get("explanation"):
         lines.append(f"        {safe(plan['explanation'])}")
+    return lines
 
+
+def _counts_and_progress(data: dict[str, Any]) -> list[str]:
     locals_ = data.get("localJobs") or []
     counts = data.get("counts") or {}
     n = sum(counts.values())
-    lines.append("  local jobs " + (", ".join(f"{c} {safe(s)}" for s, c in
-                                              sorted(counts.items(), key=lambda kv: ORDER.get(kv[0], 99)))
-                                   or "none") + (f"  ({n} in all)" if len(counts) > 1 else ""))
+    by_state = ", ".join(f"{c} {safe(s)}" for s, c in sorted(counts.items(), key=lambda kv: ORDER.get(kv[0], 99)))
+    lines = ["  local jobs " + (by_state or "none") + (f"  ({n} in all)" if len(counts) > 1 else "")]
     prog = data.get("progress") or {}
-    phases = phase_totals(locals_)
     if prog.get("total"):
         fraction = prog.get("fraction")
         if fraction is None:
@@ -144,20 +152,22 @@ def render_status(data: dict, *, rows: int = 20, now: float | None = None) -> st
         reporting = sum(1 for lj in locals_ if lj.get("progress"))
         lines.append(f"  progress   {bar(fraction)}  ({prog['done']} of {prog['total']} units reported"
                      f" by {reporting} of {n} local jobs)")
+        phases = phase_totals(locals_)
         if len(phases) > 1:
             width = max(len(safe(p[0])) for p in phases)
-            for name, d, t, _ in phases:
-                lines.append(f"    {safe(name):<{width}} {bar(d / t if t else None, 20)}  {d} of {t}")
+            lines += [f"    {safe(name):<{width}} {bar(d / t if t else None, 20)}  {d} of {t}" for name, d, t, _ in phases]
     finished = sum(c for s, c in counts.items() if s in TERMINAL)
     lines.append(f"  ended      {bar(finished / n if n else None)}  ({finished} of {n} local jobs)")
     if data.get("outputTar"):
         lines.append(f"  output tar {safe(data['outputTar'])}")
+    return lines
 
-    ordered = sorted(locals_, key=lambda lj: sort_key(lj, now))
-    if ordered:
-        lines.append("")
-        lines.append(f"  {'#':>5} {'STATE':<10} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} "
-                     "PROGRESS / REASON")
+
+def _local_table(data: dict[str, Any], rows: int, now: float) -> list[str]:
+    ordered = sorted(data.get("localJobs") or [], key=lambda lj: sort_key(lj, now))
+    if not ordered:
+        return []
+    lines = ["", f"  {'#':>5} {'STATE':<10} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} PROGRESS / REASON"]
     for lj in ordered[:rows]:
         ph = "; ".join(f"{safe(p['name'])} {p['done']}/{p['total']}" for p in lj.get("progress") or ())
         reason = safe(lj.get("reason"))[:120]
@@ -167,7 +177,7 @@ def render_status(data: dict, *, rows: int = 20, now: float | None = None) -> st
                      f"{safe(lj.get('batchId') or '-'):<22} {safe(lj.get('evidence')):<18} {info}".rstrip())
     if len(ordered) > rows:
         lines.append(f"  ... {len(ordered) - rows} more local jobs (jim status {safe(data['id'])} --json for all)")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def local_row(lj: LocalJob) -> dict[str, Any]:

@@ -71,6 +71,7 @@ import fcntl
 import getpass
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -455,7 +456,7 @@ class FakeSchedd:
             raise _error(f"bad arguments or environment: {e}") from None
         put("ClusterId", cluster)
         put("ProcId", proc)
-        put("Owner", getpass.getuser())
+        put("Owner", pwd.getpwuid(os.getuid()).pw_name)  # as a schedd does: the submitter's account, not $USER
         put("QDate", int(now))
         put("JobStatus", IDLE)
         put("EnteredCurrentStatus", int(now))

@@ -127,14 +127,27 @@ def processes_of(home: Path) -> list[psutil.Process]:
     return found
 
 
-def kill_all(home: Path) -> None:
+def kill_all(home: Path, timeout: float = 5.0) -> None:
+    """SIGKILL every process of this home and wait until each is dead (a zombie that init has not
+    reaped yet is dead too: psutil's wait would sit out the reaping)."""
     procs = processes_of(home)
     for p in procs:
         try:
             p.send_signal(signal.SIGKILL)
         except psutil.Error:
             pass
-    psutil.wait_procs(procs, timeout=5)
+    deadline = time.monotonic() + timeout
+    while procs and time.monotonic() < deadline:
+        procs = [p for p in procs if _alive(p)]
+        if procs:
+            time.sleep(0.01)
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def validate_home(home: Path) -> list[str]:

@@ -19,9 +19,10 @@ import pytest
 import condor_fake
 from conftest import FAST_CONFIG
 from jim.adapters.base import LocalJobSpec, SubmitChunk
-from jim.adapters.condor import (JOB_STATUS, PROJECTION, CondorAdapter, quote_arguments, status_of,
+from jim.adapters.condor import (JOB_STATUS, PROJECTION, CondorAdapter, CondorOptions, quote_arguments, status_of,
                                  submit_text)
-from jim.errors import ConfigError, SubmitError
+from jim.config import parse
+from jim.errors import ConfigError, QueryError, SubmitError
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
@@ -168,6 +169,23 @@ def test_bad_options_are_config_errors(tmp_path, options, words):
     assert words in e.value.message
 
 
+def test_options_are_typed_and_checked_when_the_configuration_loads(tmp_path):
+    batch = parse({"batch": {"adapter": "htcondor", "python": "/opt/py/bin/python3", "history_days": 2,
+                             "submit_commands": {"request_memory": "2GB", "request_cpus": 1}}}).batch
+    options = batch.options
+    assert isinstance(options, CondorOptions)
+    assert (options.python, options.history_days, options.cache_interval) == ("/opt/py/bin/python3", 2.0, 30.0)
+    assert options.submit_commands == {"request_memory": "2GB", "request_cpus": 1}
+    a = CondorAdapter(Home(tmp_path).ensure(), options)  # the typed options, as the configuration gives them
+    assert a.options is options and a.max_chunk == 1000 and a.status_interval == 30.0
+    with pytest.raises(ConfigError) as e:  # refused when the configuration loads, before any adapter exists
+        parse({"batch": {"adapter": "condor", "submit_commands": {"queue": "5"}}})
+    assert "jim sets 'queue'" in e.value.message
+    with pytest.raises(ConfigError) as e:
+        parse({"batch": {"adapter": "condor", "history_days": "a week"}})
+    assert "history_days" in e.value.message
+
+
 def test_the_bindings_are_not_imported_with_jim():
     code = ("import sys, jim, jim.cli, jim.adapters, jim.adapters.condor; "
             "print(sorted(m for m in ('htcondor2', 'classad2', 'htcondor', 'classad') if m in sys.modules))")
@@ -189,6 +207,38 @@ def test_without_the_fake_the_real_bindings_are_used(tmp_path, monkeypatch):
     a = CondorAdapter(Home(tmp_path).ensure(), {})
     res = a.query(["1.0"])
     assert not res.ok and res.error.startswith("HTCondor query failed:"), res.error
+
+
+def test_transient_errors_classified(adapter, fake):
+    for text in ("Failed to connect to schedd", "SECMAN:2007:Failed to end classad message.", "Timed out",
+                 "Failed to fetch ads from schedd: connection refused", "Unable to locate local daemon"):
+        assert adapter.is_transient(text), text
+    for text in ("Submit validation failed: request_disk is invalid", "no such universe"):
+        assert not adapter.is_transient(text), text
+    condor_fake.set_scenario(fake.state.dir, query_error="Failed to connect to schedd")
+    with pytest.raises(QueryError) as e:
+        adapter.find_by_tag(GRID, [f"{GRID}.0"])
+    assert e.value.transient and e.value.message == "HTCondor query failed: Failed to connect to schedd"
+    condor_fake.set_scenario(fake.state.dir, query_error="Permission denied for owner bob")
+    with pytest.raises(QueryError) as e:
+        adapter.find_by_tag(GRID, [f"{GRID}.0"])
+    assert not e.value.transient
+
+
+def test_a_query_is_dated_once_the_bindings_are_loaded(tmp_path, fake):
+    """The on-disk answer is dated when the schedd is asked, not before a fresh process imports the
+    bindings and the seam: else the next query comes sooner than cache_interval after this one."""
+    code = ("import sys\n"
+            "from jim.adapters.condor import CondorAdapter\n"
+            "from jim.paths import Home\n"
+            "a = CondorAdapter(Home(sys.argv[1]).ensure(), {'cache_interval': 0.5})\n"
+            "real, seen = a.query, []\n"
+            "loaded = lambda: all(m in sys.modules for m in ('classad2', 'condor_fake'))\n"
+            "a.query = lambda ids: seen.append(loaded()) or real(ids)\n"
+            "print(seen, a.query_cached(['1.0']).ok)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home")], capture_output=True, text=True,
+                         check=True, env=os.environ).stdout
+    assert out.split() == ["[True]", "True"]
 
 
 # ---------------------------------------------------------------------------
@@ -295,6 +345,53 @@ def test_one_transaction_per_run_of_local_jobs(tmp_path, fake, adapter):
     assert hist["match"] == 5 and "member(ProcId, {0, 1, 2})" in hist["constraint"]
     out = (job_dir / "batch" / "condor-2.1.out").read_text()
     assert out.strip() == "local job 8 batch id 2.1 path None"  # a clean environment, as HTCondor gives
+
+
+def test_groups_are_runs_of_consecutive_local_jobs(adapter):
+    assert adapter.groups([8, 0, 2, 1, 7, 20]) == [[0, 1, 2], [7, 8], [20]]
+    assert adapter.groups(range(5000)) == [list(range(5000))]  # no limit on a cluster's size
+
+
+def test_a_refused_later_run_leaves_the_chunk_partly_submitted(tmp_path, fake, adapter, monkeypatch):
+    """The first cluster went in, the second was refused: transient, so that the worker reconciles by tag."""
+    describe = adapter.submit_description
+
+    def refuse_the_second(chunk, offset):
+        if offset == 7:
+            condor_fake.set_scenario(fake.state.dir, submit_error="Submit validation failed: request_disk is invalid",
+                                     rules=[{"when": "true", "idle": True}])
+        return describe(chunk, offset)
+
+    condor_fake.set_scenario(fake.state.dir, rules=[{"when": "true", "idle": True}])
+    monkeypatch.setattr(adapter, "submit_description", refuse_the_second)
+    with pytest.raises(SubmitError) as e:
+        adapter.submit_chunk(chunk_for(tmp_path / "job", [0, 1, 2, 7, 8]))
+    assert e.value.transient and e.value.message.startswith("part of the chunk was submitted: ")
+    assert "request_disk is invalid" in e.value.message
+    assert sorted(fake.jobs()) == ["1.0", "1.1", "1.2"]
+    tags = [f"{GRID}.{k}" for k in (0, 1, 2, 7, 8)]
+    assert adapter.reconcile(GRID, tags) == {f"{GRID}.{k}": f"1.{k}" for k in range(3)}
+
+
+def test_submit_reconciles_a_lost_answer_instead_of_submitting_again(tmp_path, fake, adapter):
+    condor_fake.set_scenario(fake.state.dir, submit_error_after_commit="Failed to receive reply: connection reset",
+                             rules=[{"when": "true", "idle": True}])
+    assert adapter.submit(chunk_for(tmp_path / "job", range(2))) == {0: "1.0", 1: "1.1"}
+    assert len(fake.calls("submit")) == 1
+
+
+def test_history_and_remove_name_ids_per_command_clusters_at_a_time(tmp_path, fake, adapter, monkeypatch):
+    condor_fake.set_scenario(fake.state.dir, rules=[{"when": "true", "exit": {"code": 0}}])
+    ids = adapter.submit_chunk(chunk_for(tmp_path / "job", [0, 1, 2, 5, 9, 10]))
+    assert sorted(ids.values()) == ["1.0", "1.1", "1.2", "2.0", "3.0", "3.1"]
+    adapter.query([])  # lets the scripted jobs complete
+    monkeypatch.setattr(adapter, "ids_per_command", 2)
+    acct = adapter.accounting(list(ids.values()))
+    assert sorted(acct) == sorted(ids.values()) and all(s.state is LocalState.DONE for s in acct.values())
+    assert [h["match"] for h in fake.calls("history")] == [4, 2]
+    assert adapter.cancel_units(["3.1", "1.0", "x", "3.0", "1.2"]) == [["1.0", "1.2"], ["3.0", "3.1"]]
+    adapter.cancel(list(ids.values()))
+    assert [c["job_spec"] for c in fake.calls("act")] == [["1.0", "1.1", "1.2", "2.0"], ["3.0", "3.1"]]
 
 
 def test_cancel_removes_and_the_jobs_get_sigterm(tmp_path, fake, adapter):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tarfile
 import time
 
@@ -121,9 +122,18 @@ def test_killed_worker_resumes_without_duplicates(jim_env, tmp_path, fault):
     assert out["JOB_STATE"] == "DONE", (out, jim_env.run("status", job).stdout)
     ran = sorted(int(x) for x in ledger.read_text().split())
     assert ran == list(range(12)), f"local jobs ran {ran}"
+    # the grid job's log says how each local job got its batch id: submitted by a worker, or found by
+    # tag after a worker died between submitting and recording; never both, never twice
     log = (jim_env.home / "jobs" / job / "jim.log").read_text()
-    if "intent" in fault or "submit" in fault:
-        assert "reconciled" in log or "submitted" in log
+    submitted = [int(k) for line in re.findall(r"submitted local jobs (.*)", log) for k in re.findall(r"(\d+)=", line)]
+    found = [int(t.rsplit(".", 1)[1]) for line in re.findall(r"found by tag: \[(.*)\]", log)
+             for t in re.findall(r"'([^']+)'", line)]
+    assert sorted(submitted + found) == list(range(12)), log
+    if "after-submit" in fault:  # the chunk the killed worker submitted is found, not submitted again
+        chunk = 5 if fault.endswith(":2") else 0
+        assert sorted(found) == list(range(chunk, chunk + 5)), log
+    else:
+        assert found == [], log
 
 
 def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded(jim_env, monkeypatch):

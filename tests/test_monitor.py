@@ -60,15 +60,26 @@ def test_absent_becomes_lost_only_after_grace(lj, tmp_path):
     assert lj.state is LocalState.LOST and lj.evidence == "absent-after-grace"
 
 
-def test_exit_file_beats_accounting_beats_batch(lj, tmp_path):
+@pytest.mark.parametrize("exit_file,expected", [
+    ("4\n", (LocalState.FAILED, 4, "wrapper-exit-file")),   # the wrapper's file beats everything
+    (None, (LocalState.FAILED, 9, "accounting")),           # without it, the accounting beats the batch
+])
+def test_exit_file_beats_accounting_beats_batch(lj, tmp_path, exit_file, expected):
+    """The batch system says the job ended FAILED (no exit code); accounting says exit 9."""
     done_by_batch = BatchStatus(LocalState.FAILED, native="FAILED")
     acct = {"77_0": BatchStatus(LocalState.FAILED, exit_code=9, evidence=Evidence.ACCOUNTING,
                                 tag=lj.tag, submitted=time.time() - 95)}
     d = tmp_path / "local0"
     d.mkdir()
-    (d / "exit_code").write_text("4\n")
+    if exit_file is not None:
+        (d / "exit_code").write_text(exit_file)
     apply(lj, tmp_path, QueryResult(ok=True, statuses={"77_0": done_by_batch}), acct)
-    assert (lj.state, lj.exit_code, lj.evidence) == (LocalState.FAILED, 4, "wrapper-exit-file")
+    assert (lj.state, lj.exit_code, lj.evidence) == expected
+
+
+def test_the_batch_system_decides_when_nothing_better_says(lj, tmp_path):
+    apply(lj, tmp_path, QueryResult(ok=True, statuses={"77_0": BatchStatus(LocalState.FAILED, native="TIMEOUT")}))
+    assert (lj.state, lj.exit_code, lj.evidence, lj.get("reason")) == (LocalState.FAILED, None, "batch", "TIMEOUT")
 
 
 def test_accounting_older_than_our_submission_is_ignored(lj, tmp_path):

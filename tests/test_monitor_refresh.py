@@ -120,7 +120,8 @@ def test_a_job_gone_without_evidence_is_lost_only_after_the_grace_period(site):
     assert states(site.db, job) == [LocalState.QUEUED]
     site.refresh(now=t0 + 59, memo=memo)
     assert states(site.db, job) == [LocalState.QUEUED]
-    site.refresh(now=t0 + 61, memo=memo)
+    # (a job absent without evidence is looked at every lost_grace / 4 seconds, not every pass)
+    site.refresh(now=t0 + 60 + 15, memo=memo)
     lj = site.db.read(job).local(0)
     assert (lj.state, lj.evidence) == (LocalState.LOST, "absent-after-grace")
 

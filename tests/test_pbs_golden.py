@@ -16,8 +16,18 @@ from pathlib import Path
 import pytest
 
 from jim.adapters.base import LocalJobSpec, SubmitChunk
-from jim.adapters.pbs import (ENDED, FLAVOURS, PbsAdapter, _transient, jim_records, parse_full, parse_qsub,
-                              parse_qstat, short_id, walltime)
+from jim.adapters.pbs import (
+    ENDED,
+    FLAVOURS,
+    PbsAdapter,
+    PbsOptions,
+    jim_records,
+    parse_full,
+    parse_qstat,
+    parse_qsub,
+    short_id,
+    walltime,
+)
 from jim.errors import CancelError, ConfigError, SubmitError
 from jim.paths import Home
 from jim.states import Evidence, LocalState
@@ -67,18 +77,24 @@ def test_rendered_scripts_and_qsub_argv(tmp_path, flavour):
     a = adapter(tmp_path, flavour)
     c = chunk([3, 4, 5, 9])
     fl = FLAVOURS[flavour]
-    single = a.render("pbs.sh", grid_id=G, offset=9, python="/usr/bin/python3", flavour=flavour,
-                      wrapper=c.wrapper, sandbox=c.sandbox, outroot=c.outroot, index_env="JIM_PBS_TASK", task="0")
+    single = a.render_script(c, 9, array=False)
     golden(f"pbs-{flavour}-single.sh", single)
     argv = a.qsub_argv(c, f"jim.{G}.9", "/x/pbs-9.sh", "/x/pbs-9.out")
     golden(f"pbs-{flavour}-qsub-single.json", json.dumps(argv, indent=1) + "\n")
+    if a.is_array([9]):  # Torque: one local job is an array of one task all the same
+        assert f"--index-env {fl.task_env} --index-offset 9" in a.script(c, [9])
+    else:  # what the base's submit_group runs for one local job: the same
+        assert a.script(c, [9]) == single and a.submit_argv(c, [9], Path("/x/pbs-9.sh")) == argv
     if fl.array_option:
-        arr = a.render("pbs.sh", grid_id=G, offset=3, python="/usr/bin/python3", flavour=flavour,
-                       wrapper=c.wrapper, sandbox=c.sandbox, outroot=c.outroot, index_env=fl.task_env, task="")
+        arr = a.script(c, [3, 4, 5])
         golden(f"pbs-{flavour}-array.sh", arr)
         argv = a.qsub_argv(c, f"jim.{G}.3", "/x/pbs-3.sh", "/x/pbs-3.out", array="0-2")
         golden(f"pbs-{flavour}-qsub-array.json", json.dumps(argv, indent=1) + "\n")
         assert argv[argv.index(fl.array_option) + 1] == "0-2"
+        # the submit path names the array by its first local job and adds the flavour's output pattern
+        out = fl.array_output.format(path="/x/pbs-3.out")
+        assert a.submit_argv(c, [3, 4, 5], Path("/x/pbs-3.sh")) == \
+            a.qsub_argv(c, f"jim.{G}.3", "/x/pbs-3.sh", out, array="0-2")
     assert "-q" in argv and argv[argv.index("-q") + 1] == "long"
     assert "walltime=02:00:00" in argv and argv[-3:] == ["-l", "mem=100mb", argv[-1]]
     assert argv[argv.index("-r") + 1] == "n"
@@ -107,6 +123,10 @@ def test_options_are_checked(tmp_path):
         PbsAdapter(Home(tmp_path), {"qsub_options": "-l mem=1gb; rm -rf /"})
     with pytest.raises(ConfigError):
         PbsAdapter(Home(tmp_path), {"flavour": "lsf"})
+    with pytest.raises(ConfigError):
+        PbsOptions.from_table({"flavour": "torque", "qsub": "/usr/bin/qsub"}, adapter="pbs")  # unknown key
+    opts = PbsOptions.from_table({"flavour": "pbspro", "qsub_options": ["-l", "mem=1gb"]}, adapter="pbs")
+    assert opts.qsub_options == ("-l", "mem=1gb") and PbsAdapter(Home(tmp_path), opts).flavour is PBSPRO
     assert walltime(7200) == "02:00:00" and walltime(5) == "00:01:00" and walltime(90061) == "25:01:01"
 
 
@@ -141,11 +161,12 @@ def test_parse_qsub_recorded_and_documented():
     assert parse_qsub("qsub: Unknown queue\n", PBSPRO, array=False) is None
 
 
-def test_transient_errors_classified():
-    assert _transient(recorded("down-qsub"))         # controller down: sbatch's message on qsub's stdout
-    assert _transient(recorded("down-qdel"))
-    assert _transient(recorded("down-qstat", "err"))  # "Problem loading jobs."
-    assert not _transient(recorded("qsub-bad-queue"))
+def test_transient_errors_classified(tmp_path):
+    a = adapter(tmp_path, "slurm")
+    assert a.is_transient(recorded("down-qsub"))         # controller down: sbatch's message on qsub's stdout
+    assert a.is_transient(recorded("down-qdel"))
+    assert a.is_transient(recorded("down-qstat", "err"))  # "Problem loading jobs."
+    assert not a.is_transient(recorded("qsub-bad-queue"))
 
 
 # -- qstat -----------------------------------------------------------------------------------------
@@ -254,6 +275,22 @@ def test_array_flavours_submit_one_array_per_run(tmp_path):
     assert "-J" not in log.read_text()
 
 
+def test_array_submission_that_prints_a_plain_id_is_transient(tmp_path):
+    """An array's qsub that prints one job's id went in as something else: reconcile, never guess task ids."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in(bin_dir, "qsub", "echo 101.server")
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    with pytest.raises(SubmitError) as e:
+        adapter(tmp_path, "torque", bin_dir=str(bin_dir)).submit_chunk(chunk([0, 1], job_dir=job_dir))
+    assert e.value.transient and "'101'" in e.value.message
+    stand_in(bin_dir, "qsub", "echo")
+    with pytest.raises(SubmitError) as e:
+        adapter(tmp_path, "torque", bin_dir=str(bin_dir)).submit_chunk(chunk([0, 1], job_dir=job_dir))
+    assert e.value.transient and "qsub printed no job id" in e.value.message
+
+
 def test_single_job_flavour_submits_each_local_job_and_reports_partial_failure(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -289,6 +326,24 @@ def test_query_failure_and_empty_queue(tmp_path):
     assert a.query(["1"]).ok and a.query(["1"]).statuses == {}
 
 
+def test_pbspro_accounting_reads_finished_jobs_whatever_qstat_exits(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "argv"
+    # some ids unknown: PBS Pro's qstat -x says so and exits non-zero, but lists the others
+    stand_in(bin_dir, "qstat", f'echo "$@" >> {log}; cat {DATA / "pbspro-qstat-f-t.txt"}; '
+                               'echo "qstat: Unknown Job Id 999.pbs01" >&2; exit 153')
+    monkeypatch.setattr(PbsAdapter, "user", property(lambda self: "alice"))
+    acct = adapter(tmp_path, "pbspro", bin_dir=str(bin_dir)).accounting(["5690", "5678[1]", "5678[2]", "999"])
+    assert set(acct) == {"5690", "5678[1]"}  # 5678[2] still runs: not a final state
+    assert acct["5690"].exit_code == 2 and acct["5678[1]"].exit_code == 128 + 9
+    assert all(s.evidence is Evidence.ACCOUNTING for s in acct.values())
+    assert log.read_text() == "-x -f -t 5690 5678[1] 5678[2] 999\n"
+    log.unlink()
+    assert adapter(tmp_path, "torque", bin_dir=str(bin_dir)).accounting(["5690"]) == {}  # no history to ask
+    assert not log.exists()
+
+
 def test_cancel_ignores_jobs_already_gone_but_not_errors(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -307,17 +362,19 @@ def test_reconcile_uses_qstat_then_the_wrappers_started_file(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_in(bin_dir, "qstat", f'cat {tmp_path / "qstat.out"}')
-    (tmp_path / "qstat.out").write_text(
-        f"Job Id:\t41\n\tJob_Name = jim.{G}.0\n\tJob_Owner = me@h\n\tjob_state = C\n\n"
-        f"Job Id:\t42\n\tJob_Name = jim.{G}.1\n\tJob_Owner = me@h\n\tjob_state = R\n")
     a = adapter(tmp_path, "slurm", bin_dir=str(bin_dir))
-    a.user = "me"
+    me = a.user
+    (tmp_path / "qstat.out").write_text(
+        f"Job Id:\t41\n\tJob_Name = jim.{G}.0\n\tJob_Owner = {me}@h\n\tjob_state = C\n\n"
+        f"Job Id:\t42\n\tJob_Name = jim.{G}.1\n\tJob_Owner = {me}@h\n\tjob_state = R\n\n"
+        f"Job Id:\t44\n\tJob_Name = jim.{G}.3\n\tJob_Owner = not-{me}@h\n\tjob_state = R\n")
     local = a.home.local_dir(G, 2)
     local.mkdir(parents=True)
     (local / "started").write_text(json.dumps({"batch_id": "43", "pid": 1}))
     assert a.find_by_tag(G, [f"{G}.2"]) == {}  # qstat alone does not know it
     found = a.reconcile(G, [f"{G}.0", f"{G}.1", f"{G}.2", f"{G}.3"])
     # 0 has ended (C, listed anyway), 1 runs, 2 left qstat but its wrapper ran, 3 was never submitted
+    # (the job named like it is someone else's)
     assert found == {f"{G}.0": "41", f"{G}.1": "42", f"{G}.2": "43"}
 
 
@@ -335,4 +392,4 @@ def test_flavour_auto_detection(tmp_path):
     (tmp_path / "home" / "cache" / "pbs-flavour.json").unlink()
     stand_in(bin_dir, "qstat", f'cat {DATA / "qstat-version.err"} >&2; exit 2')
     with pytest.raises(ConfigError):
-        adapter(tmp_path, "auto", bin_dir=str(bin_dir)).flavour
+        _ = adapter(tmp_path, "auto", bin_dir=str(bin_dir)).flavour

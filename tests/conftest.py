@@ -1,162 +1,17 @@
-"""Shared fixtures: a private jim home per test, the real CLI, clean-up, schema checks.
+"""Fixtures: a private jim home per test, the real CLI, clean-up, schema checks.
 
 Every test that uses ``jim_env`` gets its own ``JIM_HOME`` and config; on
 teardown every XML file the test wrote is validated against the shipped
 schema, and every process the test started (monitor, workers, wrappers,
 local jobs: they all carry that ``JIM_HOME`` in their environment) is killed.
+The helpers live in ``tests/support/``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import psutil
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-OUTPUT = Path(os.environ.get("JIM_TEST_OUTPUT", REPO / "test-output"))
-
-FAST_CONFIG = """
-[site]
-recommended_cpu_per_job = 3600
-max_cpu_per_job = 36000
-max_local_jobs = 500
-default_events_per_job = 250
-
-[monitor]
-interval = 0.3
-lost_grace = 5.0
-idle_exit = 5.0
-
-[deadlines]
-cancel_grace = 3.0
-"""
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require_service(available: bool, what: str) -> None:
-    """Skip outside CI, fail in CI: a missing real service is never silently skipped there."""
-    if available:
-        return
-    if in_ci():
-        pytest.fail(f"{what} is not available, and CI=true: the CI setup must provide it")
-    pytest.skip(f"{what} is not available (start it with the script under tests/services/)")
-
-
-class Jim:
-    """Runs the real ``jim`` command with a private home and config."""
-
-    def __init__(self, home: Path, config: Path):
-        self.home = home
-        self.config = config
-        self.env = dict(os.environ)
-        self.env.update({"JIM_HOME": str(home), "JIM_CONFIG": str(config)})
-        self.env.pop("JIM_FAULT", None)
-
-    def run(self, *args: str, env: dict | None = None, timeout: float = 60, input: str | None = None):
-        e = dict(self.env)
-        if env:
-            e.update(env)
-        return subprocess.run([sys.executable, "-m", "jim", *args], capture_output=True, text=True,
-                              env=e, timeout=timeout, input=input)
-
-    def protocol(self, *args: str, **kw) -> dict[str, str]:
-        """Run a protocol command; every stdout line must be KEY=VALUE."""
-        proc = self.run(*args, **kw)
-        out = {}
-        for line in proc.stdout.splitlines():
-            assert "=" in line and line.split("=", 1)[0].isupper(), \
-                f"non-protocol line on stdout: {line!r}\nstderr: {proc.stderr}"
-            k, v = line.split("=", 1)
-            out[k] = v
-        out["_rc"] = str(proc.returncode)
-        out["_stderr"] = proc.stderr
-        return out
-
-    def submit(self, rsl: str, **kw) -> str:
-        out = self.protocol("submit", "--rsl", rsl, **kw)
-        assert "JOB_ID" in out, out
-        assert out["JOB_STATE"] == "PENDING"
-        return out["JOB_ID"]
-
-    def poll(self, job_id: str) -> dict[str, str]:
-        return self.protocol("poll", "--job-id", job_id)
-
-    def wait(self, job_id: str, states=("DONE", "FAILED"), timeout: float = 60.0) -> dict[str, str]:
-        deadline = time.monotonic() + timeout
-        seen = []
-        while time.monotonic() < deadline:
-            out = self.poll(job_id)
-            if not seen or seen[-1] != out.get("JOB_STATE"):
-                seen.append(out.get("JOB_STATE"))
-            if out.get("JOB_STATE") in states:
-                out["_seen"] = ",".join(seen)
-                return out
-            time.sleep(0.2)
-        raise AssertionError(f"grid job {job_id} not in {states} after {timeout} s; seen {seen}; "
-                             f"status:\n{self.run('status', job_id).stdout}")
-
-    def status(self, job_id: str) -> dict:
-        proc = self.run("status", job_id, "--json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-
-    def job_ids(self) -> list[str]:
-        return sorted(p.stem for p in (self.home / "db").glob("*.state"))
-
-
-def processes_of(home: Path) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if p.pid == os.getpid():
-                continue
-            if p.environ().get("JIM_HOME") == str(home):
-                found.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def kill_all(home: Path, timeout: float = 5.0) -> None:
-    """SIGKILL every process of this home and wait until each is dead (a zombie that init has not
-    reaped yet is dead too: psutil's wait would sit out the reaping)."""
-    procs = processes_of(home)
-    for p in procs:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.Error:
-            pass
-    deadline = time.monotonic() + timeout
-    while procs and time.monotonic() < deadline:
-        procs = [p for p in procs if _alive(p)]
-        if procs:
-            time.sleep(0.01)
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def validate_home(home: Path) -> list[str]:
-    from jim.db import validate
-
-    errors = []
-    for path in sorted((home / "db").glob("*.xml")):
-        errors += [f"{path.name}: {e}" for e in validate(path)]
-    return errors
+from support.env import REPO, require_service  # noqa: F401  (TEMPORARY: for tests/test_sge*.py)
+from support.jimcli import FAST_CONFIG, Jim, kill_all, validate_home
 
 
 @pytest.fixture
@@ -169,7 +24,3 @@ def jim_env(tmp_path):
     kill_all(home)
     errors = validate_home(home) if home.exists() else []
     assert not errors, "XML database files do not validate:\n" + "\n".join(errors)
-
-
-def write_config(jim: Jim, extra: str) -> None:
-    jim.config.write_text(FAST_CONFIG + "\n" + extra)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import condor_fake
-from conftest import FAST_CONFIG, require_service
+from support.env import require_service
+from support.jimcli import FAST_CONFIG
 
 RESOURCES = """
 [site]

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from support.golden import golden
 import condor_fake
-from conftest import FAST_CONFIG
+from support.jimcli import FAST_CONFIG
 from jim.adapters.base import LocalJobSpec, SubmitChunk
 from jim.adapters.condor import (JOB_STATUS, PROJECTION, CondorAdapter, CondorOptions, quote_arguments, status_of,
                                  submit_text)
@@ -26,16 +27,7 @@ from jim.errors import ConfigError, QueryError, SubmitError
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
-GOLDEN = Path(__file__).parent / "data" / "golden"
 GRID = "20261122-070000-abcdef01"
-
-
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("JIM_ACCEPT_GOLDEN") or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} changed; if intended, rerun with JIM_ACCEPT_GOLDEN=1"
 
 
 @pytest.fixture

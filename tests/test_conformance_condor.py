@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import condor_fake
-from adapter_conformance import AdapterConformance
+from support.conformance import AdapterConformance
 
 
 class TestCondorConformance(AdapterConformance):

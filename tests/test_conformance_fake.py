@@ -9,47 +9,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import psutil
 import pytest
 
-import conftest
-from adapter_conformance import AdapterConformance
+from support.conformance import AdapterConformance
 from fake_sched import FakeSched
-
-
-class _Tolerant(psutil.Process):
-    """A process of the test's jim home that may exit at any moment (the fake's commands are
-    short-lived processes carrying JIM_HOME): reading or killing a gone one is not an error."""
-
-    def cmdline(self):
-        try:
-            return super().cmdline()
-        except psutil.Error:
-            return []
-
-    def kill(self):
-        try:
-            super().kill()
-        except psutil.Error:
-            pass
-
-
-def _tolerant_processes_of(home):
-    out = []
-    for p in _real_processes_of(home):
-        try:
-            out.append(_Tolerant(p.pid))
-        except psutil.Error:
-            pass
-    return out
-
-
-_real_processes_of = conftest.processes_of
-
-
-@pytest.fixture(autouse=True)
-def _tolerate_exiting_processes(monkeypatch):
-    monkeypatch.setattr(conftest, "processes_of", _tolerant_processes_of)
 
 
 class TestFakeSchedConformance(AdapterConformance):

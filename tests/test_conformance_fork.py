@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
-from adapter_conformance import AdapterConformance
+from support.conformance import AdapterConformance
 
 
 class TestForkConformance(AdapterConformance):

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from adapter_conformance import AdapterConformance
-from test_pbs import pbs_available, pbs_env
+from support.conformance import AdapterConformance
+from support.services import pbs_available, pbs_env
 
 pytestmark = pytest.mark.slurm
 

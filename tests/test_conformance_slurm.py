@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from adapter_conformance import AdapterConformance
-from test_slurm import STATE, _slurm_env, cluster_lock
+from support.conformance import AdapterConformance
+from support.services import SLURM_STATE, cluster_lock, slurm_env
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _exclusive_cluster():
-    if _slurm_env() is None:
+    if slurm_env() is None:
         yield
         return
     with cluster_lock():
@@ -30,10 +30,10 @@ class TestSlurmConformance(AdapterConformance):
     turnaround = 60.0
 
     def service_available(self):
-        return _slurm_env() is not None
+        return slurm_env() is not None
 
     def service_env(self):
-        return {"SLURM_CONF": str(STATE / "slurm.conf")}
+        return {"SLURM_CONF": str(SLURM_STATE / "slurm.conf")}
 
     def batch_options(self):
         return f'partition = "debug"\ncache_interval = 1.0\npython = "{sys.executable}"\n'

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_CONFIG
+from support.jimcli import FAST_CONFIG
 from fake_sched import FakeSched
 from jim.states import LocalState
 

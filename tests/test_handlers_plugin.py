@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_config
+from support.jimcli import write_config
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "handler-plugin"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import tarfile
 
-from conftest import write_config
+from support.jimcli import write_config
 
 
 def stdouts(tar_path: str, job: str) -> dict[int, str]:

@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from conftest import processes_of
+from support.jimcli import processes_of
 
 MC = ("&(executable=/bin/sh)(arguments=-c \"echo events $JIM_FIRST_EVENT-$JIM_LAST_EVENT; "
       "jim-progress gen $JIM_EVENTS $JIM_EVENTS\")(jimtype=montecarlo)(events={events})(eventsperjob={per})"

@@ -16,22 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_CONFIG, require_service
-from test_slurm import STATE as SLURM_STATE, _slurm_env
+from support.env import require_service
+from support.jimcli import FAST_CONFIG
+from support.services import PBS_BIN, pbs_available, pbs_env
 
 pytestmark = pytest.mark.slurm
-
-PBS_STATE = Path(os.environ.get("JIM_TEST_PBS_STATE", "/var/tmp/jim-test-pbs"))
-PBS_BIN = PBS_STATE / "bin"
-
-
-def pbs_available() -> bool:
-    return (PBS_BIN / "qsub").exists() and (PBS_BIN / "qstat").exists() and _slurm_env() is not None
-
-
-def pbs_env() -> dict[str, str]:
-    return {"SLURM_CONF": str(SLURM_STATE / "slurm.conf"), "PATH": f"{PBS_BIN}:{os.environ['PATH']}"}
-
 
 @pytest.fixture(scope="module")
 def pbs():

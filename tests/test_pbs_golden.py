@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from support.golden import golden
 from jim.adapters.base import LocalJobSpec, SubmitChunk
 from jim.adapters.pbs import (
     ENDED,
@@ -33,7 +34,6 @@ from jim.paths import Home
 from jim.states import Evidence, LocalState
 
 DATA = Path(__file__).parent / "data" / "pbs"
-GOLDEN = DATA / "golden"
 SLURM, TORQUE, PBSPRO = FLAVOURS["slurm"], FLAVOURS["torque"], FLAVOURS["pbspro"]
 G = "20261122-070000-abcdef01"
 
@@ -44,14 +44,6 @@ def recorded(name: str, ext: str = "out") -> str:
 
 def jobs() -> dict:
     return json.loads((DATA / "jobs.json").read_text())
-
-
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("JIM_ACCEPT_GOLDEN") or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} changed; if intended, rerun with JIM_ACCEPT_GOLDEN=1"
 
 
 def rec_tag(text: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_config
+from support.jimcli import write_config
 from jim import config as jconfig
 from jim.errors import InvalidAttribute, PlanError
 from jim.jobdesc import parse_jdl, parse_json, parse_rsl

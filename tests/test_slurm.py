@@ -6,8 +6,6 @@ In CI a missing cluster fails these tests; elsewhere they are skipped.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import subprocess
 import sys
@@ -16,60 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_CONFIG, REPO, require_service
+from support.env import require_service
+from support.services import SLURM_SERVICE, SLURM_STATE, cluster_lock, slurm_env
+from support.jimcli import FAST_CONFIG
 from jim.background import monitor_lock
 from jim.locks import SingleInstance
 from jim.paths import Home
 
 pytestmark = pytest.mark.slurm
 
-SERVICE = REPO / "tests" / "services" / "slurm"
-STATE = Path(os.environ.get("JIM_TEST_SLURM_STATE", "/var/tmp/jim-test-slurm"))
-
-
-def _slurm_env(wait: float = 90.0) -> dict[str, str] | None:
-    """The environment for the test cluster, or None when it is not running.
-
-    A cluster that is set up but whose controller does not answer may be
-    restarting: it gets ``wait`` seconds to come back before we say no.
-    """
-    conf = STATE / "slurm.conf"
-    if not conf.exists():
-        return None
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            ok = subprocess.run([str(SERVICE / "ctl.sh"), "status"], env=env, capture_output=True, timeout=30)
-            if ok.returncode == 0:
-                return env
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(3)
-
-
-@contextlib.contextmanager
-def cluster_lock(timeout: float = 1800.0):
-    """Serialize test runs that use the shared test cluster (one of them stops its controller)."""
-    STATE.mkdir(parents=True, exist_ok=True)
-    with open(STATE / "tests.lock", "a") as f:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("another test run holds the Slurm test cluster for too long")
-                time.sleep(1)
-        yield
-
-
 @pytest.fixture(scope="module")
 def slurm():
-    env = _slurm_env()
+    env = slurm_env()
     require_service(env is not None, "the test Slurm cluster (tests/services/slurm/start.sh)")
     if os.geteuid() != 0:
         pytest.skip("the test cluster's control commands need root")
@@ -180,7 +136,7 @@ def test_gram_maxwalltime_is_every_local_jobs_time_limit(sjim, slurm):
 def test_controller_outage_changes_nothing(sjim, slurm):
     job = sjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 20; exit $((JIM_INDEX % 2 * 5))")(count=6)')
     before = _wait_running(sjim, job, 6)
-    ctl = str(SERVICE / "ctl.sh")
+    ctl = str(SLURM_SERVICE / "ctl.sh")
     subprocess.run([ctl, "stop-ctld"], env=slurm, check=True, capture_output=True, timeout=60)
     try:
         t_end = time.monotonic() + 60

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from support.golden import golden
 from jim.adapters.base import LocalJobSpec, SubmitChunk
 from jim.ranges import array_spec
 from jim.adapters.slurm import (STATE_MAP, SlurmAdapter, parse_sacct, parse_squeue, squeue_tasks,
@@ -21,19 +22,10 @@ from jim.paths import Home
 from jim.states import Evidence, LocalState
 
 DATA = Path(__file__).parent / "data" / "slurm"
-GOLDEN = Path(__file__).parent / "data" / "golden"
 
 
 def recorded(name: str) -> str:
     return (DATA / f"{name}.out").read_text()
-
-
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("JIM_ACCEPT_GOLDEN") or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} changed; if intended, rerun with JIM_ACCEPT_GOLDEN=1"
 
 
 def retag(text: str) -> str:

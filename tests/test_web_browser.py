@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OUTPUT, REPO, require_service
+from support.env import OUTPUT, REPO, require_service
 
 MC = REPO / "examples" / "mc_driver.py"
 SHOTS = OUTPUT / "screenshots"

@@ -1,0 +1,105 @@
+"""The real test services (tests/services/*): whether they run, and the environment their commands need.
+
+Slurm (a small cluster of its own), Slurm's PBS/Torque wrappers over it, and a
+Grid Engine cell; each is started by its ``start.sh`` (scripts/test.sh does
+that as root).  Tests that use the Slurm cluster serialize on
+:func:`cluster_lock` (one of them stops its controller).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.env import REPO
+
+SLURM_SERVICE = REPO / "tests" / "services" / "slurm"
+SLURM_STATE = Path(os.environ.get("JIM_TEST_SLURM_STATE", "/var/tmp/jim-test-slurm"))
+PBS_STATE = Path(os.environ.get("JIM_TEST_PBS_STATE", "/var/tmp/jim-test-pbs"))
+PBS_BIN = PBS_STATE / "bin"
+SGE_SERVICE = REPO / "tests" / "services" / "sge"
+SGE_STATE = Path(os.environ.get("JIM_TEST_SGE_STATE", "/var/tmp/jim-test-sge"))
+SGE_VARIABLES = ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT", "SGE_ARCH", "PATH")
+
+
+# -- Slurm -------------------------------------------------------------------------
+
+def slurm_env(wait: float = 90.0) -> dict[str, str] | None:
+    """The environment for the test cluster, or None when it is not running.
+
+    A cluster that is set up but whose controller does not answer may be
+    restarting: it gets ``wait`` seconds to come back before we say no.
+    """
+    conf = SLURM_STATE / "slurm.conf"
+    if not conf.exists():
+        return None
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            ok = subprocess.run([str(SLURM_SERVICE / "ctl.sh"), "status"], env=env, capture_output=True, timeout=30)
+            if ok.returncode == 0:
+                return env
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(3)
+
+
+@contextlib.contextmanager
+def cluster_lock(timeout: float = 1800.0) -> Iterator[None]:
+    """Serialize test runs that use the shared test cluster (one of them stops its controller)."""
+    SLURM_STATE.mkdir(parents=True, exist_ok=True)
+    with open(SLURM_STATE / "tests.lock", "a") as f:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("another test run holds the Slurm test cluster for too long")
+                time.sleep(1)
+        yield
+
+
+# -- PBS (Slurm's torque wrappers) -------------------------------------------------------
+
+def pbs_available() -> bool:
+    return (PBS_BIN / "qsub").exists() and (PBS_BIN / "qstat").exists() and slurm_env() is not None
+
+
+def pbs_env() -> dict[str, str]:
+    return {"SLURM_CONF": str(SLURM_STATE / "slurm.conf"), "PATH": f"{PBS_BIN}:{os.environ['PATH']}"}
+
+
+# -- Grid Engine -------------------------------------------------------------------------
+
+def sge_env() -> dict[str, str] | None:
+    """The environment of the test cell (SGE_ROOT, SGE_CELL, ports, PATH), if it is up."""
+    env_sh = SGE_STATE / "env.sh"
+    if not env_sh.exists():
+        return None
+    try:
+        p = subprocess.run(["bash", "-c", f'. "{env_sh}" && "{SGE_SERVICE}/ctl.sh" status >/dev/null && env -0'],
+                           capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0:
+        return None
+    env = dict(line.split("=", 1) for line in p.stdout.decode().split("\0") if "=" in line)
+    return {**os.environ, **{k: env[k] for k in SGE_VARIABLES if k in env}}
+
+
+def sge_service_env() -> dict[str, str]:
+    """Only the variables the Grid Engine commands need (for the conformance suite)."""
+    env = sge_env() or {}
+    return {k: env[k] for k in SGE_VARIABLES if k in env}

@@ -284,6 +284,8 @@ class Adapter(abc.ABC):
     max_chunk_size: ClassVar[int] = 1000
     #: Most ids (or id ranges) one cancel or accounting command names.
     ids_per_command: ClassVar[int] = 200
+    #: Most ids one accounting command names, when that differs (Grid Engine's qacct: one job).
+    ids_per_accounting: ClassVar[int | None] = None
     #: Codes the batch system gives a meaning of its own (the wrapper never exits with them).
     reserved_exit_codes: ClassVar[tuple[int, ...]] = ()
     #: True when :meth:`query` answers for *all* of this user's jobs (one command),
@@ -291,7 +293,8 @@ class Adapter(abc.ABC):
     user_wide_query: ClassVar[bool] = False
     #: Patterns (regular expressions, case-insensitive) of failures a retry may cure.
     transient_errors: ClassVar[tuple[str, ...]] = ()
-    #: Patterns of cancel output lines that only say a job has already gone.
+    #: Patterns of cancel output lines that are no complaint: a job had already gone (or the line
+    #: only reports what was done, where the command prints that beside its complaints).
     gone_errors: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, home: Home, options: AdapterOptions | Mapping[str, Any] | None = None):
@@ -645,7 +648,7 @@ class CommandAdapter(Adapter):
     ==================================  ============================================
     ``script(chunk, group)``            the job script of one array (rendered template)
     ``submit_argv(chunk, group, path)`` the command that submits it
-    ``parse_submit(stdout)``            the job (array) id the command printed, else None
+    ``parse_submit(stdout, group)``     the job (array) id the command printed, else None
     ``group_ids(job_id, group)``        local index -> batch id for that array
     ``status_argv()``                   the one command that lists all of the user's jobs
     ``parse_status(stdout)``            batch id -> status (ValueError: no answer)
@@ -671,8 +674,8 @@ class CommandAdapter(Adapter):
         """The command that submits ``script`` as the array of local jobs ``group``."""
 
     @abc.abstractmethod
-    def parse_submit(self, stdout: str) -> str | None:
-        """The job (array) id the submit command printed; None when it printed none."""
+    def parse_submit(self, stdout: str, group: list[int]) -> str | None:
+        """The job (array) id the submit command printed for ``group``; None when it printed none."""
 
     @abc.abstractmethod
     def group_ids(self, job_id: str, group: list[int]) -> dict[int, str]:
@@ -725,7 +728,7 @@ class CommandAdapter(Adapter):
         path = self.write_script(chunk, f"{self.name}-{group[0]}.sh", self.script(chunk, group))
         argv = self.submit_argv(chunk, group, path)
         proc = self.run(argv, error=SubmitError)
-        job_id = self.parse_submit(proc.stdout)
+        job_id = self.parse_submit(proc.stdout, group)
         if job_id is None:
             raise SubmitError(f"{self.submit_command} printed no job id: {proc.stdout.strip()!r}", argv=argv,
                               stdout=proc.stdout, stderr=proc.stderr, transient=True)
@@ -751,7 +754,7 @@ class CommandAdapter(Adapter):
             raise QueryError(str(e), transient=True) from None
         missing = wanted - set(found)
         if missing:
-            for tag, bid in self.history_tags(grid_id, missing).items():
+            for tag, bid in self.retrying(self.history_tags, grid_id, missing).items():
                 if tag in missing:
                     found.setdefault(tag, bid)
         return found
@@ -759,7 +762,7 @@ class CommandAdapter(Adapter):
     def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
         wanted = set(batch_ids)
         found: dict[str, BatchStatus] = {}
-        for part in batched(self.accounting_units(batch_ids), self.ids_per_command):
+        for part in batched(self.accounting_units(batch_ids), self.ids_per_accounting or self.ids_per_command):
             found.update(self.accounting_records(self.accounting_argv(part), wanted))
         return {b: s for b, s in found.items() if b in wanted and s.state.terminal}
 

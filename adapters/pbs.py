@@ -445,15 +445,13 @@ class PbsAdapter(CommandAdapter):
         argv += [*self.options.qsub_options, script]
         return [argv[0], *map(shlex.quote, argv[1:])] if self.flavour.shell_quotes_argv else argv
 
-    def parse_submit(self, stdout: str) -> str | None:
-        """``123[]`` for an array, ``123`` for one job (:meth:`group_ids` checks it is what was asked for)."""
-        return parse_qsub(stdout, self.flavour, array=True) or parse_qsub(stdout, self.flavour, array=False)
+    def parse_submit(self, stdout: str, group: list[int]) -> str | None:
+        """``123[]`` for an array, ``123`` for one job; None when qsub printed not what was asked for
+        (something went in: it is then reconciled by tag)."""
+        return parse_qsub(stdout, self.flavour, array=self.is_array(group))
 
     def group_ids(self, job_id: str, group: list[int]) -> dict[int, str]:
-        array = self.is_array(group)
-        if array != job_id.endswith("[]"):  # something went in, not what was asked for: reconcile by tag
-            raise SubmitError(f"qsub printed {job_id!r} for {'an array' if array else 'one job'}", transient=True)
-        if array:
+        if self.is_array(group):
             return {i: f"{job_id[:-2]}[{i - group[0]}]" for i in group}
         return {group[0]: job_id}
 

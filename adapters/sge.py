@@ -1,26 +1,26 @@
 """Grid Engine (SGE 6.2 / Son of Grid Engine 8.1): local jobs as array jobs, one ``qstat`` for all.
 
-* **submit**: one ``qsub -terse -t 1-K`` per run of consecutive local jobs of a
-  chunk (``-t`` takes one range only).  Task ``t`` (``$SGE_TASK_ID``, from 1)
+* **submit**: ``qsub -terse -t 1-K``, one per run of consecutive local jobs of
+  a chunk (``-t`` takes one range only).  Task ``t`` (``$SGE_TASK_ID``, from 1)
   of the array job named ``jim.<grid id>.<offset>`` is local job
-  ``offset + t - 1``; the job name carries jim's tag, so that a job is known
-  by its name, never by its id alone.  ``-C ''`` (no ``#$`` directives are
-  read from the script), ``-S /bin/sh``, ``-wd`` the grid job's directory,
-  stdout and stderr joined into ``batch/sge-$JOB_ID.$TASK_ID.out``, ``-r n``.
+  ``offset + t - 1``.  ``-C ''`` (no ``#$`` directives are read from the
+  script), ``-S /bin/sh``, ``-wd`` the grid job's directory, stdout and stderr
+  joined into ``batch/sge-$JOB_ID.$TASK_ID.out``, ``-r n``.
 * **query**: ``qstat -u <user> -xml -g d`` (one ``job_list`` element per
-  array task), parsed with lxml, once per ``cache_interval`` for everything
-  the user has, shared through the on-disk cache of :meth:`Adapter.query_cached`.
+  array task), parsed with lxml, for everything the user has, once per
+  ``cache_interval`` (the answer is shared by every jim process of the user).
   Finished jobs leave qstat at once.
-* **accounting**: ``qacct -j <job id>`` (per array job that has tasks gone
-  from qstat): ``failed``, ``exit_status``, ``qsub_time`` of every task;
-  records whose job name is not jim's tag are ignored.
-* **cancel**: one ``qdel <job id> -t <range> ...`` for the tasks concerned
-  (tasks already gone are not an error).  Grid Engine kills running tasks
-  with SIGKILL and its accounting cannot tell that from any other kill, so
-  the tasks jim deleted are noted in ``cache/sge-deleted.log``: their records
-  then say CANCELLED, not FAILED.
-* **find by tag**: ``qstat`` (and ``qacct -j 'jim.<grid id>.*'`` for array jobs
-  that already left it) by job name.
+* **accounting**: ``qacct -j <job id>``, one per array job with tasks gone
+  from qstat (qacct takes one job per call): ``failed``, ``exit_status``,
+  ``qsub_time`` of every task; records whose job name is not jim's tag are ignored.
+* **cancel**: ``qdel <job id> -t <range> ...`` for the tasks concerned (tasks
+  already gone are not an error).  Grid Engine kills running tasks with
+  SIGKILL and its accounting cannot tell that from any other kill, so the
+  tasks jim deleted are noted in ``cache/sge-deleted.log``: their records then
+  say CANCELLED, not FAILED.
+* **find by tag**: ``qstat``, then ``qacct -o <user> -j 'jim.<grid id>.*'`` for
+  array jobs that already left it, by job name.
+* **free slots**: the AVAIL column of ``qstat -g c`` (cluster queue summary).
 
 Grid Engine gives two exit codes a meaning of its own: a job that exits 100
 is put into an error state (``Eqw``, it stays in the queue until an admin
@@ -38,22 +38,31 @@ Native states: sge_status(5), qstat(1); "failed" codes of qacct: sge_status(5).
 
 from __future__ import annotations
 
-import getpass
+import functools
 import logging
 import os
-import pwd
 import re
+import subprocess
 import time
-from dataclasses import replace
-from typing import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
-from jim.adapters.base import (Adapter, BatchStatus, NAME_PREFIX, QueryResult, SubmitChunk,
-                               parse_tag_name, tag_name)
-from jim.errors import CancelError, ConfigError, QueryError, SubmitError
+from jim.adapters.base import (
+    NAME_PREFIX,
+    AdapterOptions,
+    BatchStatus,
+    CommandAdapter,
+    SubmitChunk,
+    parse_tag_name,
+    tag_name,
+)
+from jim.errors import QueryError, SubmitError
+from jim.ranges import array_spec, parse_array_spec
 from jim.states import Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
-
 
 #: Grid Engine state letters -> jim state (the combinations of sge_status(5),
 #: plus those seen on 8.1.9).  d(eletion) E(rror) h(old) q(ueued) w(aiting)
@@ -64,10 +73,10 @@ log = logging.getLogger("jim.adapters")
 STATE_MAP: dict[str, LocalState] = {
     # pending
     "qw": LocalState.QUEUED,
-    "Rq": LocalState.QUEUED,      # requeued after a run that exited 99 (or a rescheduling): waits again
+    "Rq": LocalState.QUEUED,  # requeued after a run that exited 99 (or a rescheduling): waits again
     "Rqw": LocalState.QUEUED,
-    "hqw": LocalState.HELD,       # user, operator or system hold, or waiting for -hold_jid dependencies
-    "hRqw": LocalState.HELD,      # held after a requeue (sge_status(5) spells it hRwq)
+    "hqw": LocalState.HELD,  # user, operator or system hold, or waiting for -hold_jid dependencies
+    "hRqw": LocalState.HELD,  # held after a requeue (sge_status(5) spells it hRwq)
     "hRwq": LocalState.HELD,
     # error: the job failed to start (unwritable output path, missing working
     # directory, or a job that exited 100) and stays in the queue until an
@@ -80,17 +89,19 @@ STATE_MAP: dict[str, LocalState] = {
     "ERqw": LocalState.HELD,
     # running
     "r": LocalState.RUNNING,
-    "hr": LocalState.RUNNING,     # running; a hold set meanwhile only applies to a rerun
-    "Rr": LocalState.RUNNING,     # running again after a requeue or migration
-    "t": LocalState.RUNNING,      # ambiguous: being transferred to the execution host, our code is about
-    "Rt": LocalState.RUNNING,     #   to start (DRMAA says RUNNING); a job whose end execd has not yet
-                                  #   reported can also linger in t: RUNNING lets the exit file win
+    "hr": LocalState.RUNNING,  # running; a hold set meanwhile only applies to a rerun
+    "Rr": LocalState.RUNNING,  # running again after a requeue or migration
+    # ambiguous: t(ransferring) to the execution host, our code is about to start (DRMAA says
+    # RUNNING); a job whose end execd has not yet reported can also linger in t: RUNNING lets
+    # the exit file win
+    "t": LocalState.RUNNING,
+    "Rt": LocalState.RUNNING,
     # suspended (resources kept)
-    "s": LocalState.SUSPENDED,    # qmod -sj
+    "s": LocalState.SUSPENDED,  # qmod -sj
     "ts": LocalState.SUSPENDED,
-    "S": LocalState.SUSPENDED,    # its queue is suspended (qmod -sq, subordination)
+    "S": LocalState.SUSPENDED,  # its queue is suspended (qmod -sq, subordination)
     "tS": LocalState.SUSPENDED,
-    "T": LocalState.SUSPENDED,    # a suspend threshold of its queue was exceeded
+    "T": LocalState.SUSPENDED,  # a suspend threshold of its queue was exceeded
     "tT": LocalState.SUSPENDED,
     "Rs": LocalState.SUSPENDED,
     "Rts": LocalState.SUSPENDED,
@@ -115,48 +126,46 @@ STATE_MAP: dict[str, LocalState] = {
     "dhqw": LocalState.CANCELLED,
     "dEqw": LocalState.CANCELLED,
 }
-_ERROR_REASON = ("error state ({native}): Grid Engine will not start it until the error is cleared "
-                 "(qmod -cj) or it is deleted; qstat -j {job} says why")
-
-#: How long (and up to what size) the note of the tasks jim deleted is kept.
-DELETED_LOG_DAYS = 14
-DELETED_LOG_MAX = 1 << 20
+_ERROR_REASON = (
+    "error state ({native}): Grid Engine will not start it until the error is cleared "
+    "(qmod -cj) or it is deleted; qstat -j {job} says why"
+)
 
 #: qacct "failed" codes after which the job is back in the queue (not an end).
 FAILED_REQUEUED = {25}  # "rescheduling": the run exited 99 (or was rescheduled by an admin)
 
-#: Failures that a retry may cure: sge_qmaster down, slow or restarting.
-_TRANSIENT = re.compile(r"commlib error|unable to (send message to|contact) qmaster|Connection refused|"
-                        r"got select error|got send error|failed receiving gdi request|"
-                        r"no connection|timeout|timed out|try again|temporarily|"
-                        r"qmaster is (down|not running|starting)|"
-                        r"jobs are allowed (per|for) (user|this user)|only \d+ jobs are allowed", re.I)
-#: qdel lines that only say the job or task is already gone.
-_GONE = re.compile(r'does not exist|is already in deletion|has already been deleted', re.I)
+#: Failures that a retry may cure: sge_qmaster down, slow or restarting, or the user's job limit.
+TRANSIENT_ERRORS = (
+    "commlib error|got (select|send) error|failed receiving gdi request|Connection refused|no connection",
+    "unable to (send message to|contact) qmaster|qmaster is (down|not running|starting)",
+    "timeout|timed out|try again|temporarily",
+    r"jobs are allowed (per|for) (user|this user)|only \d+ jobs are allowed",  # the user's job limit
+)
+#: qdel lines that only say a job or task is already gone; and those that say what it did delete
+#: (qdel exits 1 when any of its tasks had already gone: its other lines are then no complaint).
+GONE_ERRORS = ("does not exist|is already in deletion|has already been deleted", "for deletion|has deleted")
 #: characters Grid Engine refuses in a job name (sge_types(5) object_name), plus its wildcards
 _BAD_NAME = re.compile(r"[\s/:'\\\[\]{}|()@%,\"*?]")
 
 
-def _transient(rc: int, stderr: str) -> bool:
-    return bool(_TRANSIENT.search(stderr))
-
-
-
-
-def runs(values: Iterable[int], limit: int | None = None) -> list[list[int]]:
-    """Sorted values in runs of consecutive numbers (each at most ``limit`` long)."""
-    out: list[list[int]] = []
-    for v in sorted(set(values)):
-        if out and v == out[-1][-1] + 1 and (limit is None or len(out[-1]) < limit):
-            out[-1].append(v)
-        else:
-            out.append([v])
-    return out
+@dataclass(frozen=True)
+class SgeOptions(AdapterOptions):
+    queue: str = ""
+    """Default queue (``-q``); a queue chosen by requirements wins."""
+    project: str = ""
+    """``-P``."""
+    qsub_options: tuple[str, ...] = ()
+    """Extra qsub arguments, as an argument list."""
+    python: str = "python3"
+    """Interpreter for the wrapper on the execution hosts."""
+    cache_interval: float = 30.0
+    rerun: bool = False
+    """``-r y``: let Grid Engine rerun a job after a host crash (it may then run twice)."""
 
 
 def task_ranges(tasks: Iterable[int]) -> list[str]:
-    """``["1-3", "7"]`` from task ids: the ranges ``qdel -t`` takes."""
-    return [str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs(tasks)]
+    """``["1-3", "7"]`` from task ids: the ranges ``qdel -t`` takes (one each)."""
+    return array_spec(tasks).split(",")
 
 
 _TERSE = re.compile(r"^(\d+)(?:\.\d+-\d+:\d+)?$")
@@ -179,32 +188,36 @@ def split_batch_id(batch_id: str) -> tuple[str, int] | None:
     return job, int(task)
 
 
+def output_path(job_dir: Path) -> str:
+    """qsub's ``-o`` for the tasks of an array job of the grid job in ``job_dir``."""
+    out = str(job_dir / "batch" / "sge-$JOB_ID.$TASK_ID.out")
+    if "," in out:
+        raise SubmitError(f"Grid Engine cannot write output under a path with a comma: {job_dir}")
+    return ":" + out if ":" in out else out  # a path with a colon needs an empty host name in front
+
+
 # -- qstat -xml ------------------------------------------------------------------
 
-_PARSER = None
+
+@functools.cache
+def _lxml() -> tuple[Any, Any]:
+    # lxml is imported when qstat's XML is first parsed, not by every jim command that loads the adapter
+    from lxml import etree
+
+    # (blank text dropped: a third fewer nodes to build for qstat's indented output)
+    return etree, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_blank_text=True)
 
 
-def _parser():
-    global _PARSER
-    if _PARSER is None:
-        from lxml import etree
-        # (blank text dropped: a third fewer nodes to build for qstat's indented output)
-        _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_blank_text=True)
-    return _PARSER
-
-
-def qstat_tasks(xml: str | bytes):
+def qstat_tasks(xml: str | bytes) -> list[tuple[str, str, str, dict[str, str | None]]]:
     """``(batch id, tag, native state, fields)`` of every jim array task in ``qstat -xml -g d``,
     whatever its state.
 
     Raises ``ValueError`` when the text is not qstat's XML (a query that says
     nothing, not one that says "no jobs").
     """
-    from lxml import etree
-
-    data = xml.encode() if isinstance(xml, str) else xml
+    etree, parser = _lxml()
     try:
-        root = etree.fromstring(data, _parser())
+        root = etree.fromstring(xml.encode() if isinstance(xml, str) else xml, parser)
     except etree.XMLSyntaxError as e:
         raise ValueError(f"qstat printed no valid XML: {e}") from None
     if root.tag != "job_info":
@@ -215,8 +228,7 @@ def qstat_tasks(xml: str | bytes):
         f = {c.tag: c.text for c in jl}
         name = f.get("JB_name")
         tag = tags[name] if name in tags else tags.setdefault(name, parse_tag_name(name))
-        task = f.get("tasks") or ""
-        job = f.get("JB_job_number") or ""
+        task, job = f.get("tasks") or "", f.get("JB_job_number") or ""
         if tag is None or not task.isdigit() or not job.isdigit():
             continue  # not jim's, or a folded task range (we always ask with -g d)
         out.append((f"{job}.{task}", f"{tag[0]}.{tag[1] + int(task) - 1}", (f.get("state") or "").strip(), f))
@@ -282,6 +294,21 @@ def _first_int(s: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _qacct_fields(block: str) -> dict[str, str]:
+    """The ``key value`` lines of one qacct record."""
+    return {key: value.strip() for key, _, value in (line.partition(" ") for line in block.splitlines()) if key}
+
+
+def _ended(failed: int, exit_status: int, why: str) -> tuple[LocalState, int | None, str | None]:
+    """(state, exit code, reason) of a task's record whose ``failed`` and ``exit_status`` say how it ended."""
+    if failed == 0 and exit_status == 0:
+        return LocalState.DONE, 0, None
+    if failed == 0:
+        return LocalState.FAILED, exit_status, f"exit code {exit_status}"
+    reason = f"Grid Engine: failed {failed}" + (f" ({why})" if why else "")
+    return LocalState.FAILED, exit_status or None, reason + (f", exit status {exit_status}" if exit_status else "")
+
+
 def parse_qacct(text: str) -> dict[str, BatchStatus]:
     """Final states of jim's array tasks from ``qacct -j`` output, keyed ``"<job id>.<task>"``.
 
@@ -291,267 +318,202 @@ def parse_qacct(text: str) -> dict[str, BatchStatus]:
     """
     out: dict[str, BatchStatus] = {}
     for block in _RECORD_SEP.split(text):
-        f: dict[str, str] = {}
-        for line in block.splitlines():
-            key, _, value = line.partition(" ")
-            if key:
-                f[key] = value.strip()
+        f = _qacct_fields(block)
         tag = parse_tag_name(f.get("jobname"))
         job, task = f.get("jobnumber", ""), f.get("taskid", "")
         if tag is None or not job.isdigit() or not task.isdigit():
             continue  # not jim's (a non-array job has taskid "undefined")
         key = f"{job}.{task}"
-        failed = _first_int(f.get("failed"))
-        exit_status = _first_int(f.get("exit_status"))
+        failed, exit_status = _first_int(f.get("failed")), _first_int(f.get("exit_status"))
         if failed is None or exit_status is None:
             continue
         if failed in FAILED_REQUEUED:
             out.pop(key, None)
             continue
-        why = f.get("failed", "").partition(":")[2].strip()
-        if failed == 0 and exit_status == 0:
-            state, code, reason = LocalState.DONE, 0, None
-        elif failed == 0:
-            state, code, reason = LocalState.FAILED, exit_status, f"exit code {exit_status}"
-        else:
-            state, code = LocalState.FAILED, (exit_status or None)
-            reason = f"Grid Engine: failed {failed}" + (f" ({why})" if why else "") + (
-                f", exit status {exit_status}" if exit_status else "")
-        out[key] = BatchStatus(state, exit_code=code, reason=reason,
-                               native=f"failed {failed}, exit_status {exit_status}",
-                               evidence=Evidence.ACCOUNTING, host=f.get("hostname") or None,
-                               tag=f"{tag[0]}.{tag[1] + int(task) - 1}", submitted=_sge_time(f.get("qsub_time")))
+        state, code, reason = _ended(failed, exit_status, f.get("failed", "").partition(":")[2].strip())
+        native = f"failed {failed}, exit_status {exit_status}"
+        host, submitted = f.get("hostname") or None, _sge_time(f.get("qsub_time"))
+        task_tag = f"{tag[0]}.{tag[1] + int(task) - 1}"
+        out[key] = BatchStatus(state, code, reason, native, Evidence.ACCOUNTING, host, task_tag, submitted)
     return out
 
 
-def _qacct_not_found(proc) -> bool:
-    return proc.returncode == 1 and "not found" in (proc.stderr + proc.stdout)
+# -- the tasks jim deleted -------------------------------------------------------
+# Grid Engine's accounting cannot tell a task killed by qdel from one killed by a signal
+# ("failed 100 : assumedly after job", exit status 137).  The tasks jim deletes are noted
+# in cache/sge-deleted.log, a line per qdel'd range ("<time> <job id> <task range>"), so
+# that their records say CANCELLED, not FAILED.
+
+#: How long (and up to what size) the note of the tasks jim deleted is kept.
+DELETED_LOG_DAYS = 14
+DELETED_LOG_MAX = 1 << 20
 
 
-class SgeAdapter(Adapter):
+def note_deleted(path: Path, ranges: Sequence[tuple[str, str]], now: float) -> None:
+    """Append ``(job id, task range)`` pairs to the note (pruned of old lines once it is large)."""
+    try:
+        if path.stat().st_size > DELETED_LOG_MAX:
+            _prune_deleted(path, now)
+    except OSError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, "".join(f"{now:.0f} {job} {r}\n" for job, r in ranges).encode())
+    finally:
+        os.close(fd)
+
+
+def _prune_deleted(path: Path, now: float) -> None:
+    def recent(line: str) -> bool:
+        at = line.split(" ", 1)[0]
+        return at.isdigit() and now - int(at) < DELETED_LOG_DAYS * 86400
+
+    keep = [ln for ln in path.read_text().splitlines() if recent(ln)]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text("".join(ln + "\n" for ln in keep))
+    os.replace(tmp, path)
+
+
+def deleted_by_jim(path: Path) -> dict[str, float]:
+    """batch id -> when jim deleted it, from the note."""
+    out: dict[str, float] = {}
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        tasks = parse_array_spec(parts[2]) if len(parts) == 3 and parts[0].isdigit() else None
+        for t in tasks or ():
+            out[f"{parts[1]}.{t}"] = float(parts[0])
+    return out
+
+
+class SgeAdapter(CommandAdapter):
     """Grid Engine, through qsub/qstat/qacct/qdel; one array job per run of local jobs."""
 
     name = "sge"
-    aliases = ("gridengine",)
+    Options = SgeOptions
+    options: SgeOptions
     user_wide_query = True
     reserved_exit_codes = (99, 100)
-    options = {
-        "queue": "",                 # default queue (-q); a queue chosen by requirements wins
-        "project": "",               # -P
-        "qsub_options": [],          # extra qsub arguments, as an argument list
-        "python": "python3",         # interpreter for the wrapper on the execution hosts
-        "cache_interval": 30.0,      # seconds one qstat answer is shared
-        "rerun": False,              # -r y: let Grid Engine rerun a job after a host crash (may run it twice)
-    }
+    submit_command = "qsub"
+    transient_errors = TRANSIENT_ERRORS
+    gone_errors = GONE_ERRORS
+    ids_per_accounting = 1
 
-    def __init__(self, home, options=None, **kw):
-        super().__init__(home, options, **kw)
-        extra = self.opts["qsub_options"]
-        if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
-            raise ConfigError("[batch] qsub_options must be a list of strings (arguments, not shell text)")
-        # the owner of the jobs jim submits: the real user id, whatever USER/LOGNAME say
-        try:
-            self.user = pwd.getpwuid(os.getuid()).pw_name
-        except KeyError:
-            self.user = getpass.getuser()
+    @property
+    def array_span(self) -> int:
+        return self.max_chunk  # runs of consecutive local jobs (-t takes one range), at most a chunk long
 
     # -- submit ------------------------------------------------------------------
-    def qsub_argv(self, chunk: SubmitChunk, offset: int, ntasks: int, script: str) -> list[str]:
-        name = tag_name(chunk.grid_id, offset)
+    def script(self, chunk: SubmitChunk, group: list[int]) -> str:
+        offset = group[0]
+        return self.render(
+            "sge.sh",
+            grid_id=chunk.grid_id,
+            offset=offset,
+            index_offset=offset - 1,
+            python=self.options.python,
+            wrapper=chunk.wrapper,
+            sandbox=chunk.sandbox,
+            outroot=chunk.outroot,
+        )
+
+    def submit_argv(self, chunk: SubmitChunk, group: list[int], script: Path) -> list[str]:
+        name = tag_name(chunk.grid_id, group[0])
         if _BAD_NAME.search(name):
             raise SubmitError(f"grid job id {chunk.grid_id!r} cannot be part of a Grid Engine job name")
-        out = str(chunk.job_dir / "batch" / "sge-$JOB_ID.$TASK_ID.out")
-        if "," in out:
-            raise SubmitError(f"Grid Engine cannot write output under a path with a comma: {chunk.job_dir}")
-        if ":" in out:
-            out = ":" + out  # a path with a colon needs an empty host name in front
-        argv = ["qsub", "-terse", "-t", f"1-{ntasks}", "-N", name, "-C", "", "-S", "/bin/sh",
-                "-wd", str(chunk.job_dir), "-o", out, "-j", "y", "-r", "y" if self.opts["rerun"] else "n"]
-        queue = chunk.queue or self.opts["queue"]
-        if queue and queue != "default":
+        argv = ["qsub", "-terse", "-t", f"1-{len(group)}", "-N", name, "-C", "", "-S", "/bin/sh"]
+        argv += ["-wd", str(chunk.job_dir), "-o", output_path(chunk.job_dir), "-j", "y"]
+        argv += ["-r", "y" if self.options.rerun else "n"]
+        queue = self.queue_of(chunk, self.options.queue)
+        if queue:
             argv += ["-q", queue]
-        if self.opts["project"]:
-            argv += ["-P", self.opts["project"]]
-        wall = chunk.limits.get("wall_seconds")
-        if wall:
-            argv += ["-l", f"h_rt={max(1, int(wall))}"]
-        argv += list(self.opts["qsub_options"])
-        argv.append(script)
-        return argv
+        if self.options.project:
+            argv += ["-P", self.options.project]
+        if chunk.wall_seconds is not None:
+            argv += ["-l", f"h_rt={max(1, chunk.wall_seconds)}"]
+        return [*argv, *self.options.qsub_options, str(script)]
 
-    def render_script(self, chunk: SubmitChunk, offset: int) -> str:
-        return self.render("sge.sh", grid_id=chunk.grid_id, offset=offset, index_offset=offset - 1,
-                           python=self.opts["python"], wrapper=chunk.wrapper, sandbox=chunk.sandbox,
-                           outroot=chunk.outroot)
+    def parse_submit(self, stdout: str, group: list[int]) -> str | None:
+        return parse_terse(stdout)
 
-    def submit_chunk(self, chunk: SubmitChunk) -> dict[int, str]:
-        ids: dict[int, str] = {}
-        for group in runs((s.index for s in chunk.jobs), self.max_chunk):
-            offset = group[0]
-            script = self.write_script(chunk, f"sge-{offset}.sh", self.render_script(chunk, offset))
-            argv = self.qsub_argv(chunk, offset, len(group), str(script))
-            try:
-                proc = self.run(argv, error=SubmitError, transient=_transient)
-            except SubmitError:
-                if ids:  # earlier array jobs of this chunk are in: say so, let the caller reconcile
-                    raise SubmitError("part of the chunk was submitted", transient=True) from None
-                raise
-            job = parse_terse(proc.stdout)
-            if job is None:
-                raise SubmitError(f"qsub printed no job id: {proc.stdout.strip()!r}", argv=argv,
-                                  stdout=proc.stdout, stderr=proc.stderr, transient=True)
-            for i in group:
-                ids[i] = f"{job}.{i - offset + 1}"
-        return ids
+    def group_ids(self, job_id: str, group: list[int]) -> dict[int, str]:
+        return {i: f"{job_id}.{i - group[0] + 1}" for i in group}
 
     # -- status ------------------------------------------------------------------
-    def qstat_argv(self) -> list[str]:
+    def status_argv(self) -> list[str]:
         return ["qstat", "-u", self.user, "-xml", "-g", "d"]
 
-    def query(self, batch_ids: list[str]) -> QueryResult:
-        try:
-            proc = self.run(self.qstat_argv(), error=QueryError, transient=_transient)
-            return QueryResult(ok=True, statuses=parse_qstat(proc.stdout))
-        except QueryError as e:
-            return QueryResult(ok=False, error=e.message)
-        except ValueError as e:
-            return QueryResult(ok=False, error=str(e))
+    def parse_status(self, stdout: str) -> dict[str, BatchStatus]:
+        return parse_qstat(stdout)
 
-    def _qacct(self, argv: list[str]) -> dict[str, BatchStatus]:
-        proc = self.run(argv, error=QueryError, transient=_transient, check=False)
-        if proc.returncode != 0:
-            if _qacct_not_found(proc):
-                return {}
-            first = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-            raise QueryError(f"qacct failed (exit {proc.returncode}): {first[0] if first else 'no output'}",
-                             argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                             transient=_transient(proc.returncode, proc.stderr))
-        return parse_qacct(proc.stdout)
+    def parse_tags(self, stdout: str) -> Iterable[tuple[str, str]]:
+        return ((bid, tag) for bid, tag, _native, _f in qstat_tasks(stdout))
 
+    # -- accounting --------------------------------------------------------------
     def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
-        jobs = sorted({p[0] for p in map(split_batch_id, batch_ids) if p}, key=int)
-        found: dict[str, BatchStatus] = {}
-        for job in jobs:  # qacct takes one job (id, name or pattern) per call
-            found.update(self._qacct(["qacct", "-j", job]))
-        wanted = set(batch_ids)
-        got = {b: s for b, s in found.items() if b in wanted}
-        killed = [b for b, s in got.items() if s.state is LocalState.FAILED and s.native.startswith("failed 100,")]
-        if killed:
-            deleted = self._deleted_by_jim()
-            for b in killed:
-                since = deleted.get(b)
-                if since is not None and (got[b].submitted is None or got[b].submitted <= since):
-                    got[b] = replace(got[b], state=LocalState.CANCELLED,
-                                     reason=f"deleted by jim (qdel); {got[b].reason}")
-        return got
+        """The base's, and records of tasks jim deleted say CANCELLED."""
+        return self._deleted_are_cancelled(super().accounting(batch_ids))
 
-    # Grid Engine's accounting cannot tell a task killed by qdel from one killed by a
-    # signal ("failed 100 : assumedly after job", exit status 137).  The tasks jim
-    # deletes are noted here (one line per qdel: "<time> <job id> <task range>"),
-    # so that their records say CANCELLED, not FAILED.
+    def accounting_units(self, batch_ids: list[str]) -> Sequence[str]:
+        return sorted({p[0] for p in map(split_batch_id, batch_ids) if p}, key=int)
+
+    def accounting_argv(self, units: Sequence[str]) -> list[str]:
+        (job,) = units  # qacct takes one job per call: see ids_per_accounting
+        return ["qacct", "-j", job]
+
+    def accounting_accept(self, proc: subprocess.CompletedProcess[str]) -> bool:
+        return proc.returncode == 1 and "not found" in (proc.stderr + proc.stdout)  # no record (yet): none
+
+    def parse_accounting(self, stdout: str, wanted: set[str]) -> dict[str, BatchStatus]:
+        return parse_qacct(stdout)
+
+    def history_tags(self, grid_id: str, missing: set[str]) -> dict[str, str]:
+        """Array jobs of ``grid_id`` gone from qstat: their accounting records, by job name
+        (records in the order the jobs ended: a later one of the same tag wins)."""
+        if _BAD_NAME.search(grid_id):
+            return {}  # never a job name: nothing was submitted
+        argv = ["qacct", "-o", self.user, "-j", f"{NAME_PREFIX}{grid_id}.*"]
+        records = self.accounting_records(argv, set())
+        return {st.tag: bid for bid, st in records.items() if st.tag is not None and st.tag in missing}
+
     @property
-    def _deleted_log(self):
+    def _deleted_log(self) -> Path:
         return self.home.cache / "sge-deleted.log"
 
-    def _note_deleted(self, pairs: list[tuple[str, str]]) -> None:
-        now = time.time()
-        path = self._deleted_log
-        try:
-            if path.stat().st_size > DELETED_LOG_MAX:
-                self._prune_deleted(now)
-        except OSError:
-            pass
-        text = "".join(f"{now:.0f} {job} {r}\n" for job, r in pairs)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
-
-    def _prune_deleted(self, now: float) -> None:
-        path = self._deleted_log
-        keep = [ln for ln in path.read_text().splitlines()
-                if ln.split(" ", 1)[0].isdigit() and now - int(ln.split(" ", 1)[0]) < DELETED_LOG_DAYS * 86400]
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text("".join(ln + "\n" for ln in keep))
-        os.replace(tmp, path)
-
-    def _deleted_by_jim(self) -> dict[str, float]:
-        """batch id -> when jim deleted it."""
-        out: dict[str, float] = {}
-        try:
-            text = self._deleted_log.read_text()
-        except OSError:
-            return out
-        for line in text.splitlines():
-            parts = line.split()
-            if len(parts) != 3 or not parts[0].isdigit():
-                continue
-            first, _, last = parts[2].partition("-")
-            if not first.isdigit() or not (last or first).isdigit():
-                continue
-            for t in range(int(first), int(last or first) + 1):
-                out[f"{parts[1]}.{t}"] = float(parts[0])
-        return out
+    def _deleted_are_cancelled(self, got: dict[str, BatchStatus]) -> dict[str, BatchStatus]:
+        """Records of tasks killed by a qdel of jim's say CANCELLED (unless submitted after it: a reused id)."""
+        killed = {b: s for b, s in got.items() if s.state is LocalState.FAILED and s.native.startswith("failed 100,")}
+        deleted = deleted_by_jim(self._deleted_log) if killed else {}
+        for b, st in killed.items():
+            since = deleted.get(b)
+            if since is not None and (st.submitted is None or st.submitted <= since):
+                got[b] = replace(st, state=LocalState.CANCELLED, reason=f"deleted by jim (qdel); {st.reason}")
+        return got
 
     # -- cancel --------------------------------------------------------------------
-    def cancel(self, batch_ids: list[str], grace: float = 5.0) -> None:
+    def cancel_units(self, batch_ids: list[str]) -> Sequence[tuple[str, str]]:
+        """(job id, task range) pairs, by job id."""
         by_job: dict[str, list[int]] = {}
-        for b in batch_ids:
-            p = split_batch_id(b)
-            if p:
-                by_job.setdefault(p[0], []).append(p[1])
-        if not by_job:
-            return
-        pairs = [(job, r) for job, tasks in sorted(by_job.items(), key=lambda kv: int(kv[0]))
-                 for r in task_ranges(tasks)]
-        for k in range(0, len(pairs), 200):  # keep the command line short
-            argv = ["qdel"]
-            for job, r in pairs[k:k + 200]:
-                argv += [job, "-t", r]
-            proc = self.run(argv, error=CancelError, transient=_transient, check=False)
-            if proc.returncode == 0 or any("for deletion" in ln or "has deleted" in ln
-                                           for ln in proc.stdout.splitlines()):
-                self._note_deleted(pairs[k:k + 200])
-            if proc.returncode == 0:
-                continue
-            # rc 1 also when some of them had already ended: only other complaints count
-            lines = [ln for ln in (proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
-            bad = [ln for ln in lines if not _GONE.search(ln) and "for deletion" not in ln
-                   and "has deleted" not in ln]
-            if bad:
-                raise CancelError(f"qdel failed (exit {proc.returncode}): {bad[0]}", argv=argv,
-                                  returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                                  transient=_transient(proc.returncode, proc.stderr + proc.stdout))
+        for job, task in filter(None, map(split_batch_id, batch_ids)):
+            by_job.setdefault(job, []).append(task)
+        return [(job, r) for job in sorted(by_job, key=int) for r in task_ranges(by_job[job])]
 
-    # -- site facts --------------------------------------------------------------------
+    def cancel_argv(self, units: Sequence[tuple[str, str]]) -> list[str]:
+        return ["qdel", *(arg for job, r in units for arg in (job, "-t", r))]
+
+    def after_cancel(self, units: Sequence[tuple[str, str]], proc: subprocess.CompletedProcess[str]) -> None:
+        # (qdel exits 1 when some of its tasks had already gone: those it says it deleted, it did)
+        if proc.returncode == 0 or "for deletion" in proc.stdout or "has deleted" in proc.stdout:
+            note_deleted(self._deleted_log, units, time.time())
+
+    # -- the site --------------------------------------------------------------------
     def free_slots(self) -> int | None:
         """Slots free now in the queue (or in every cluster queue): AVAIL of ``qstat -g c``."""
-        argv = ["qstat", "-g", "c"] + (["-q", self.opts["queue"]] if self.opts["queue"] else [])
+        argv = ["qstat", "-g", "c", *(["-q", self.options.queue] if self.options.queue else [])]
         try:
-            return parse_cluster_queues(self.run(argv, error=QueryError, transient=_transient).stdout)
+            return parse_cluster_queues(self.run(argv, error=QueryError).stdout)
         except QueryError:
             return None
-
-    # -- reconcile -------------------------------------------------------------------
-    def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
-        wanted = set(tags)
-        found: dict[str, str] = {}
-        # (retried: a failure here stops the worker that asks, so ride out a short qmaster blip)
-        proc = self.retrying(self.run, self.qstat_argv(), error=QueryError, transient=_transient)
-        try:
-            tasks = qstat_tasks(proc.stdout)
-        except ValueError as e:
-            raise QueryError(str(e), transient=True) from None
-        for bid, tag, _native, _f in tasks:
-            if tag in wanted:  # in any state, one jim cannot map too: it exists, never submit it again
-                found[tag] = bid
-        if wanted - set(found) and not _BAD_NAME.search(grid_id):
-            # array jobs already gone from qstat: their accounting records, by name
-            # (records in the order the jobs ended: a later one of the same tag wins)
-            from_qacct = {st.tag: bid for bid, st in self.retrying(
-                self._qacct, ["qacct", "-o", self.user, "-j", f"{NAME_PREFIX}{grid_id}.*"]).items()
-                if st.tag in wanted}
-            for tag, bid in from_qacct.items():
-                found.setdefault(tag, bid)
-        return found

@@ -261,7 +261,7 @@ class SlurmAdapter(CommandAdapter):
             argv.append(f"--time={max(1, chunk.wall_seconds // 60)}")
         return [*argv, *self.options.sbatch_options, str(script)]
 
-    def parse_submit(self, stdout: str) -> str | None:
+    def parse_submit(self, stdout: str, group: list[int]) -> str | None:
         array_id = stdout.strip().split(";")[0]
         return array_id if array_id.isdigit() else None
 

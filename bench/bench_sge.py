@@ -130,7 +130,7 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-sge-"))
     py = site_python(tmp)
     cfg = tmp / "jim.toml"
-    cfg.write_text(f"""
+    cfg.write_text("""
 [site]
 max_local_jobs = 20000
 [batch]
@@ -189,7 +189,7 @@ idle_exit = 600
         "jim / bare": round(med_jim / med_bare, 1),
         f"{args.separate} separate qsub s": round(sep, 3),
         "separate qsub per job ms": round(sep / args.separate * 1000, 1),
-        f"N separate qsub (extrapolated) s": round(sep / args.separate * n, 1),
+        "N separate qsub (extrapolated) s": round(sep / args.separate * n, 1),
         "N separate / jim (extrapolated)": round(sep / args.separate * n / med_jim, 1),
         "samples": {"bare s": [round(x, 3) for x in bare_t], "jim s": [round(x, 3) for x in jim_t]},
     }
@@ -216,7 +216,7 @@ idle_exit = 600
     os.environ.update(env)
     try:
         adapter = SgeAdapter(Home(home).ensure(), {"cache_interval": 0})
-        cmd = adapter.qstat_argv()
+        cmd = adapter.status_argv()
         cmd_t, parse_t, query_t, text_t = [], [], [], []
         xml = b""
         for _ in range(args.refreshes):

@@ -3,13 +3,15 @@
 #
 #   scripts/test.sh [pytest args...]
 #
-# Sets up .venv, starts the test services the suite needs (a single-node
-# Slurm, a GRAM5 gatekeeper, ... from tests/services/*/start.sh; root needed),
-# then runs pytest. With CI=true a service that cannot be started fails the
-# run; otherwise its tests are skipped with the reason.
+# Sets up .venv, runs the quality gates (scripts/check.sh: ruff, ruff format,
+# mypy; a finding fails the run), starts the test services the suite needs (a
+# Slurm cluster, a GRAM5 gatekeeper, ... from tests/services/*/start.sh; root
+# needed), then runs pytest. With CI=true a service that cannot be started
+# fails the run; otherwise its tests are skipped with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/check.sh
 export PATH="$PWD/.venv/bin:$PATH"
 export JIM_TEST_OUTPUT="${JIM_TEST_OUTPUT:-$PWD/test-output}"
 mkdir -p "$JIM_TEST_OUTPUT"

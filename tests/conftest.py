@@ -10,7 +10,6 @@ The helpers live in ``tests/support/``.
 from __future__ import annotations
 
 import pytest
-from support.env import REPO, require_service  # noqa: F401  (TEMPORARY: for tests/test_sge*.py)
 from support.jimcli import FAST_CONFIG, Jim, kill_all, validate_home
 
 

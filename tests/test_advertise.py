@@ -14,7 +14,12 @@ import pytest
 
 import condor_fake
 from support.env import require_service
+from support.services import SLURM_STATE, slurm_env
 from support.jimcli import FAST_CONFIG
+
+from jim.adapters.fork import ForkAdapter
+from jim.adapters.slurm import SlurmAdapter
+from jim.paths import Home
 
 RESOURCES = """
 [site]
@@ -157,8 +162,6 @@ def test_condor_free_slots_in_the_ad(ajim):
 
 
 def test_fork_free_slots_count_running_local_jobs(jim_env, monkeypatch):
-    from jim.adapters.fork import ForkAdapter
-    from jim.paths import Home
 
     monkeypatch.setattr(os, "cpu_count", lambda: 1000)
     adapter = ForkAdapter(Home(jim_env.home).ensure(), {})
@@ -185,8 +188,6 @@ def _shim(tmp_path: Path, script: str) -> dict[str, str]:
 
 
 def test_slurm_free_slots_from_sinfo(tmp_path, monkeypatch):
-    from jim.adapters.slurm import SlurmAdapter
-    from jim.paths import Home
 
     a = SlurmAdapter(Home(tmp_path / "h").ensure(), {"partition": "debug", "max_array_size": 1001})
     for k, v in _shim(tmp_path, 'echo "$@" > "$(dirname "$0")/argv"\necho 3/29/0/32\n').items():
@@ -201,13 +202,8 @@ def test_slurm_free_slots_from_sinfo(tmp_path, monkeypatch):
 
 @pytest.mark.slurm
 def test_slurm_free_slots_on_the_test_cluster(tmp_path, monkeypatch):
-    from test_slurm import STATE, _slurm_env
-
-    require_service(_slurm_env() is not None, "the slurm batch system")
-    from jim.adapters.slurm import SlurmAdapter
-    from jim.paths import Home
-
-    monkeypatch.setenv("SLURM_CONF", str(STATE / "slurm.conf"))
+    require_service(slurm_env() is not None, "the slurm batch system")
+    monkeypatch.setenv("SLURM_CONF", str(SLURM_STATE / "slurm.conf"))
     free = SlurmAdapter(Home(tmp_path).ensure(), {"partition": "debug"}).free_slots()
     assert isinstance(free, int) and 0 <= free <= 32
     assert SlurmAdapter(Home(tmp_path).ensure(), {"partition": "no-such-partition"}).free_slots() is None

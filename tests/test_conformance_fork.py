@@ -13,6 +13,7 @@ class TestForkConformance(AdapterConformance):
     adapter = "fork"
     query_command = None  # a local process table cannot be unreachable
     turnaround = 20.0
+    bulk_submissions = None  # one process per local job: there is no batch system to submit to
 
     def kill_outside_jim(self, batch_id, env):
         os.killpg(int(batch_id.split(":")[0]), signal.SIGKILL)

@@ -12,7 +12,7 @@ import pytest
 from support.conformance import AdapterConformance
 from support.services import pbs_available, pbs_env
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.pbs]  # (the PBS wrappers drive the test Slurm)
 
 
 class TestPbsConformance(AdapterConformance):
@@ -21,6 +21,8 @@ class TestPbsConformance(AdapterConformance):
     query_command = "qstat"
     query_failure_text = "Problem loading jobs."   # what the wrappers' qstat says with slurmctld down
     turnaround = 60.0
+
+    bulk_submissions = None  # Slurm's wrappers have no usable arrays: one qsub per local job
 
     def service_available(self):
         return pbs_available()

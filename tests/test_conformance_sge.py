@@ -7,12 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from adapter_conformance import AdapterConformance
-from test_sge import _sge_env, sge_service_env
 
-from conftest import REPO
+from support.conformance import AdapterConformance
+from support.env import DATA
+from support.services import sge_env, sge_service_env
 
-DOWN = (REPO / "tests" / "data" / "sge" / "down-qstat.err").read_text().strip().splitlines()[0]
+pytestmark = pytest.mark.sge
+
+DOWN = (DATA / "sge" / "down-qstat.err").read_text().strip().splitlines()[0]
 
 
 class TestSgeConformance(AdapterConformance):
@@ -33,7 +35,7 @@ class TestSgeConformance(AdapterConformance):
                 subprocess.run(["qdel", f"jim.{job}.*"], env=env, capture_output=True)
 
     def service_available(self):
-        return _sge_env() is not None
+        return sge_env() is not None
 
     def service_env(self):
         return sge_service_env()
@@ -48,4 +50,4 @@ class TestSgeConformance(AdapterConformance):
         subprocess.run(["qdel", job, "-t", task], env=env, check=True, capture_output=True)
 
     def render_for_golden(self, adapter, chunk):
-        return adapter.render_script(chunk, 0)
+        return adapter.script(chunk, [0, 1, 2])

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from jim import gram
+from support.env import require_service
 
 SERVICES = ("jobmanager-jim", "jobmanager-jim-seg")
 
@@ -180,12 +181,8 @@ def test_rsl_extensions_are_all_declared(root):
 # ------------------------------------------------------------------ the wrapper, for real
 
 def _need_root_and_toolkit():
-    if os.geteuid() == 0 and Path("/usr/sbin/globus-job-manager").is_file():
-        return
-    reason = "needs root and globus-job-manager (tests/services/gram/start.sh installs it)"
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    require_service(os.geteuid() == 0 and Path("/usr/sbin/globus-job-manager").is_file(),
+                    "root and globus-job-manager (tests/services/gram/start.sh installs it)")
 
 
 def _run_wrapper(root: Path, user: str) -> subprocess.CompletedProcess:
@@ -209,6 +206,7 @@ def open_root():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.gram
 def test_wrapper_gives_each_user_a_private_seg_dir(open_root, jim_cmd):
     _need_root_and_toolkit()
     root, seg, user = open_root, open_root / "seg", "nobody"

@@ -33,8 +33,11 @@ from pathlib import Path
 import pytest
 
 from jim.gram import RSL_EXTENSIONS
+from support.env import require_service
 
 REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.gram  # (the GRAM5 job manager's Perl scripts, from tests/services/gram)
 MODULE = REPO / "jim" / "gram" / "jim.pm"
 RVF = Path(tempfile.mkdtemp(prefix="jim-rvf-")) / "jim.rvf"
 RVF.write_text(__import__("jim.gram", fromlist=["render_rvf"]).render_rvf())
@@ -48,13 +51,8 @@ PROTOCOL_LINE = re.compile(r"^GRAM_SCRIPT_[A-Z0-9_]+:.*$")
 
 
 def _need_toolkit() -> None:
-    if SCRIPT.is_file() and PERL_BASE.is_file():
-        return
-    reason = (f"GRAM5 job manager scripts not installed ({SCRIPT}); "
-              "run tests/services/gram/start.sh or apt-get install globus-gram-job-manager-scripts")
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    require_service(SCRIPT.is_file() and PERL_BASE.is_file(),
+                    f"the GRAM5 job manager scripts ({SCRIPT}; tests/services/gram/start.sh installs them)")
 
 
 def perl_value(value) -> str:

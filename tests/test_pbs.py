@@ -20,7 +20,7 @@ from support.env import require_service
 from support.jimcli import FAST_CONFIG
 from support.services import PBS_BIN, pbs_available, pbs_env
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.pbs]  # (the PBS wrappers drive the test Slurm)
 
 @pytest.fixture(scope="module")
 def pbs():

@@ -15,42 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_CONFIG, REPO, require_service
+from jim.adapters.sge import SgeAdapter
 from jim.background import monitor_lock
 from jim.locks import SingleInstance
 from jim.paths import Home
 
-SERVICE = REPO / "tests" / "services" / "sge"
-STATE = Path(os.environ.get("JIM_TEST_SGE_STATE", "/var/tmp/jim-test-sge"))
+from support.env import REPO, require_service
+from support.jimcli import FAST_CONFIG
+from support.services import SGE_SERVICE, sge_env, sge_service_env
 
-
-def _sge_env() -> dict[str, str] | None:
-    """The environment of the test cell (SGE_ROOT, SGE_CELL, ports, PATH), if it is up."""
-    env_sh = STATE / "env.sh"
-    if not env_sh.exists():
-        return None
-    try:
-        p = subprocess.run(["bash", "-c", f'. "{env_sh}" && "{SERVICE}/ctl.sh" status >/dev/null && env -0'],
-                           capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if p.returncode != 0:
-        return None
-    env = dict(line.split("=", 1) for line in p.stdout.decode().split("\0") if "=" in line)
-    keep = ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT", "SGE_ARCH", "PATH")
-    return {**os.environ, **{k: env[k] for k in keep if k in env}}
-
-
-def sge_service_env() -> dict[str, str]:
-    """Only the variables the Grid Engine commands need (for the conformance suite)."""
-    env = _sge_env() or {}
-    return {k: env[k] for k in ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT", "SGE_ARCH", "PATH")
-            if k in env}
+pytestmark = pytest.mark.sge
 
 
 @pytest.fixture(scope="module")
 def sge():
-    env = _sge_env()
+    env = sge_env()
     require_service(env is not None, "the test Grid Engine cell (tests/services/sge/start.sh)")
     return env
 
@@ -256,7 +235,7 @@ def test_qmaster_outage_changes_nothing(gjim, sge):
         pytest.skip("stopping the test cell's qmaster needs root")
     job = gjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 12; exit $((JIM_INDEX % 2 * 5))")(count=4)')
     before = _wait_running(gjim, job, 4)
-    ctl = str(SERVICE / "ctl.sh")
+    ctl = str(SGE_SERVICE / "ctl.sh")
     subprocess.run([ctl, "stop-qmaster"], env=sge, check=True, capture_output=True, timeout=60)
     try:
         t_end = time.monotonic() + 20
@@ -282,7 +261,6 @@ def test_qmaster_outage_changes_nothing(gjim, sge):
 
 
 def test_free_slots_on_the_test_cell(sge, tmp_path, monkeypatch):
-    from jim.adapters.sge import SgeAdapter
     for k in sge_service_env():
         monkeypatch.setenv(k, sge[k])
     free = SgeAdapter(Home(tmp_path).ensure(), {"queue": "all.q"}).free_slots()

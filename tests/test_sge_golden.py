@@ -3,42 +3,45 @@ parsers and error handling on real outputs recorded from the test cell (tests/da
 No Grid Engine needed.
 
 If a change to the rendering is intended, regenerate the golden files with
-``JIM_ACCEPT_GOLDEN=1 pytest tests/test_sge_golden.py`` and review the diff.
+``JIM_ACCEPT_GOLDEN=1 pytest tests/test_sge_golden.py`` and review the diff (see support/golden.py).
 Re-record the outputs with ``tests/services/sge/record-outputs.sh`` (see its README).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import LocalJobSpec, SubmitChunk
-from jim.adapters.sge import (STATE_MAP, SgeAdapter, _transient, parse_cluster_queues, parse_qacct, parse_qstat,
-                              parse_tag_name, parse_terse, runs, split_batch_id, tag_name, task_ranges)
+from jim.adapters.base import LocalJobSpec, SubmitChunk, parse_tag_name, tag_name
+from jim.adapters.sge import (
+    STATE_MAP,
+    SgeAdapter,
+    SgeOptions,
+    parse_cluster_queues,
+    parse_qacct,
+    parse_qstat,
+    parse_terse,
+    split_batch_id,
+    task_ranges,
+)
+from jim.config import parse
 from jim.errors import CancelError, ConfigError, QueryError, SubmitError
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
-DATA = Path(__file__).parent / "data" / "sge"
-GOLDEN = Path(__file__).parent / "data" / "golden"
+from support.env import DATA as TEST_DATA
+from support.golden import golden
+
+DATA = TEST_DATA / "sge"
 JOBS = json.loads((DATA / "jobs.json").read_text())
 G1, G2, G3 = (JOBS["grid_ids"][k] for k in ("mix", "held", "special"))
 
 
 def recorded(name: str, part: str = "out") -> str:
     return (DATA / f"{name}.{part}").read_text()
-
-
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("JIM_ACCEPT_GOLDEN") or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} changed; if intended, rerun with JIM_ACCEPT_GOLDEN=1"
 
 
 def job(role: str) -> str:
@@ -85,17 +88,17 @@ def _chunk(indices, **kw) -> SubmitChunk:
 
 def test_rendered_script_and_qsub_argv(adapter):
     chunk = _chunk([3, 4, 5], queue="long", limits={"wall_seconds": 7200})
-    text = adapter.render_script(chunk, 3)
+    text = adapter.script(chunk, [3, 4, 5])
     golden("sge-script.sh", text)
     assert "--index-env SGE_TASK_ID --index-offset 2" in text  # task 1 is local job 3
     assert not any(line.startswith("#$") for line in text.splitlines())
-    argv = adapter.qsub_argv(chunk, 3, 3, "/x/sge-3.sh")
+    argv = adapter.submit_argv(chunk, [3, 4, 5], Path("/x/sge-3.sh"))
     golden("sge-qsub-argv.json", json.dumps(argv, indent=1) + "\n")
     assert argv[:5] == ["qsub", "-terse", "-t", "1-3", "-N"] and argv[5] == tag_name(chunk.grid_id, 3)
-    assert ["-C", ""] == argv[6:8]  # no "#$" option lines read from the script
-    assert ["-q", "long"] == argv[argv.index("-q"):argv.index("-q") + 2]  # the chunk's queue wins
-    assert ["-P", "d0mc"] == argv[argv.index("-P"):argv.index("-P") + 2]
-    assert "h_rt=7200" in argv and ["-r", "n"] == argv[argv.index("-r"):argv.index("-r") + 2]
+    assert argv[6:8] == ["-C", ""]  # no "#$" option lines read from the script
+    assert argv[argv.index("-q"):argv.index("-q") + 2] == ["-q", "long"]  # the chunk's queue wins
+    assert argv[argv.index("-P"):argv.index("-P") + 2] == ["-P", "d0mc"]
+    assert "h_rt=7200" in argv and argv[argv.index("-r"):argv.index("-r") + 2] == ["-r", "n"]
     assert argv[argv.index("-o") + 1].endswith("/batch/sge-$JOB_ID.$TASK_ID.out")
     assert argv[-5:] == ["-l", "mem_free=1G", "-p", "-10", "/x/sge-3.sh"]
 
@@ -105,22 +108,23 @@ def test_queue_from_config_and_default_queue(tmp_path):
         return argv[argv.index("-q") + 1] if "-q" in argv else None
 
     a = SgeAdapter(Home(tmp_path).ensure(), {"queue": "short"})
-    assert q(a.qsub_argv(_chunk([0]), 0, 1, "s")) == "short"
-    assert q(a.qsub_argv(_chunk([0], queue="long"), 0, 1, "s")) == "long"
-    assert q(a.qsub_argv(_chunk([0], queue="default"), 0, 1, "s")) is None  # the site's "default" queue: no -q
+    assert q(a.submit_argv(_chunk([0]), [0], Path("s"))) == "short"
+    assert q(a.submit_argv(_chunk([0], queue="long"), [0], Path("s"))) == "long"
+    assert q(a.submit_argv(_chunk([0], queue="default"), [0], Path("s"))) is None  # the site's "default" queue: no -q
     b = SgeAdapter(Home(tmp_path).ensure(), {})
-    assert q(b.qsub_argv(_chunk([0]), 0, 1, "s")) is None and "-P" not in b.qsub_argv(_chunk([0]), 0, 1, "s")
+    plain = b.submit_argv(_chunk([0]), [0], Path("s"))
+    assert q(plain) is None and "-P" not in plain
 
 
 def test_output_paths_with_a_colon_or_comma(tmp_path):
     a = SgeAdapter(Home(tmp_path).ensure(), {})
     chunk = _chunk([0])
     chunk.job_dir = Path("/data/a:b/job")
-    out = a.qsub_argv(chunk, 0, 1, "s")
+    out = a.submit_argv(chunk, [0], Path("s"))
     assert out[out.index("-o") + 1] == ":/data/a:b/job/batch/sge-$JOB_ID.$TASK_ID.out"  # empty host name first
     chunk.job_dir = Path("/data/a,b/job")
     with pytest.raises(SubmitError, match="comma"):
-        a.qsub_argv(chunk, 0, 1, "s")
+        a.submit_argv(chunk, [0], Path("s"))
 
 
 def test_script_quotes_hostile_paths(adapter):
@@ -137,6 +141,19 @@ def test_qsub_options_must_be_a_list(tmp_path):
         SgeAdapter(Home(tmp_path), {"qsub_options": "-l h_rt=1; rm -rf /"})
     with pytest.raises(ConfigError):
         SgeAdapter(Home(tmp_path), {"no_such_option": 1})
+    with pytest.raises(ConfigError):
+        SgeAdapter(Home(tmp_path), {"rerun": "yes"})
+    a = SgeAdapter(Home(tmp_path), {"qsub_options": ["-l", "mem_free=1G"], "queue": "all.q"})
+    assert a.options == SgeOptions(qsub_options=("-l", "mem_free=1G"), queue="all.q")
+    assert a.options.cache_interval == 30.0 and a.status_interval == 30.0
+
+
+def test_options_are_checked_when_the_config_loads():
+    batch = parse({"batch": {"adapter": "sge", "queue": "all.q"}}).batch
+    assert isinstance(batch.options, SgeOptions) and batch.options.queue == "all.q"
+    assert parse({"batch": {"adapter": "gridengine"}}).batch.options == SgeOptions()
+    with pytest.raises(ConfigError, match="qsub_options"):
+        parse({"batch": {"adapter": "sge", "qsub_options": "-h"}})
 
 
 def test_reserved_exit_codes_and_user_wide_query():
@@ -144,9 +161,10 @@ def test_reserved_exit_codes_and_user_wide_query():
     assert SgeAdapter.user_wide_query
 
 
-def test_helpers():
-    assert runs([5, 1, 2, 3, 9, 10]) == [[1, 2, 3], [5], [9, 10]]
-    assert runs(range(5), limit=2) == [[0, 1], [2, 3], [4]]
+def test_helpers(tmp_path):
+    # one array job per run of consecutive local jobs (qsub -t takes one range), at most a chunk long
+    assert SgeAdapter(Home(tmp_path), {}).groups([5, 1, 2, 3, 9, 10]) == [[1, 2, 3], [5], [9, 10]]
+    assert SgeAdapter(Home(tmp_path), {"chunk_size": 2}).groups(range(5)) == [[0, 1], [2, 3], [4]]
     assert task_ranges([1, 2, 3, 7, 9, 10]) == ["1-3", "7", "9-10"]
     assert split_batch_id("38.7") == ("38", 7) and split_batch_id("99999999_0") is None
     assert split_batch_id("38") is None and split_batch_id("x.1") is None
@@ -164,7 +182,7 @@ def test_grid_ids_that_cannot_name_a_job(tmp_path):
     chunk = _chunk([0])
     chunk.grid_id = "bad:id"
     with pytest.raises(SubmitError, match="job name") as e:
-        a.qsub_argv(chunk, 0, 1, "s")
+        a.submit_argv(chunk, [0], Path("s"))
     assert not e.value.transient
 
 
@@ -237,8 +255,9 @@ def test_every_state_in_recordings_is_mapped():
 
 
 def test_state_map_covers_sge_status_5():
-    documented = ("qw Rq hqw hRwq r hr t Rr Rt s ts S tS T tT Rs Rts RS RtS RT RtT Eqw Ehqw EhRqw "
-                  "dr dt dRr dRt ds dS dT dRs dRS dRT").split()
+    documented = ["qw", "Rq", "hqw", "hRwq", "r", "hr", "t", "Rr", "Rt", "s", "ts", "S", "tS", "T", "tT", "Rs", "Rts",
+                  "RS", "RtS", "RT", "RtT", "Eqw", "Ehqw", "EhRqw", "dr", "dt", "dRr", "dRt", "ds", "dS", "dT", "dRs",
+                  "dRS", "dRT"]
     assert set(documented) <= set(STATE_MAP)
     assert all(STATE_MAP[s] is LocalState.CANCELLED for s in STATE_MAP if s.startswith("d"))
     assert all(STATE_MAP[s] is LocalState.HELD for s in STATE_MAP if s[0] in "Eh" and s.endswith(("qw", "wq")))
@@ -292,12 +311,14 @@ def test_parse_qacct_failures_before_the_job_and_others():
 
 # -- errors ------------------------------------------------------------------------
 
-def test_transient_errors_classified():
+def test_transient_errors_classified(adapter):
     for name in ("down-qstat", "down-qsub", "down-qdel"):
-        assert _transient(1, recorded(name, "err")), name
+        assert adapter.is_transient(recorded(name, "err")), name
     for name in ("qsub-bad-queue", "qsub-array-too-big", "qsub-bad-name", "qsub-bad-project"):
-        assert not _transient(1, recorded(name, "err")), name
-    assert _transient(1, "Unable to run job: job rejected: only 100 jobs are allowed per user (current: 100)")
+        assert not adapter.is_transient(recorded(name, "err")), name
+    assert adapter.is_transient(
+        "Unable to run job: job rejected: only 100 jobs are allowed per user (current: 100)"
+    )
 
 
 def test_query_with_qmaster_down_is_a_failed_query(adapter, replay):

@@ -5,7 +5,8 @@ to reach its batch system (``adapter_config``, ``service_available``, and the
 optional hooks below).  The tests drive the real ``jim`` command and the
 adapter's own methods against the real system:
 
-* submit many local jobs in bulk, to DONE, every one with its own batch id;
+* submit many local jobs in bulk (as few submissions as the batch system
+  allows: ``bulk_submissions``), to DONE, every one with its own batch id;
 * status is three-valued: known, absent, or the query failed;
 * a local job that vanishes without evidence is never DONE;
 * cancel leaves nothing running, and gathers outputs;
@@ -20,6 +21,7 @@ adapter's own methods against the real system:
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 import time
@@ -48,6 +50,9 @@ class AdapterConformance:
     query_failure_text: str = "cannot contact the batch system"
     #: seconds a trivial local job may take from submit to DONE on this system
     turnaround: float = 60.0
+    #: how many submissions 25 local jobs take at most (one job array, one transaction ...);
+    #: None where the batch system has no bulk submission (each local job is a job of its own)
+    bulk_submissions: int | None = 1
 
     # -- hooks for subclasses -------------------------------------------------
     def service_available(self) -> bool:
@@ -64,6 +69,10 @@ class AdapterConformance:
     def kill_outside_jim(self, batch_id: str, env: dict[str, str]) -> None:
         """Remove one local job from the batch system the way an admin would (no wrapper flush)."""
         raise NotImplementedError
+
+    def submission_of(self, batch_id: str) -> str:
+        """The submission (job array, cluster ...) a local job's batch id belongs to."""
+        return re.split(r"[._\[]", batch_id, maxsplit=1)[0]
 
     # -- fixtures ---------------------------------------------------------------
     @pytest.fixture
@@ -105,6 +114,9 @@ class AdapterConformance:
         ids = [lj["batchId"] for lj in st["localJobs"]]
         assert len(set(ids)) == 25 and all(ids)
         assert all(lj["state"] == "DONE" for lj in st["localJobs"])
+        if self.bulk_submissions is not None:  # in bulk: 25 submissions of one job would pass the above too
+            submissions = {self.submission_of(b) for b in ids}
+            assert len(submissions) <= self.bulk_submissions, f"25 local jobs took {len(submissions)} submissions"
 
     def test_status_is_three_valued(self, cjim):
         job = cjim.submit('&(executable=/bin/sleep)(arguments=120)(count=2)')

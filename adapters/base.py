@@ -128,8 +128,16 @@ class BatchStatus:
     """When the batch system says the job was submitted (epoch), if it says."""
 
     def to_json(self) -> list[Any]:
-        return [self.state.value, self.exit_code, self.reason, self.native, self.evidence.value, self.host,
-                self.tag, self.submitted]
+        return [
+            self.state.value,
+            self.exit_code,
+            self.reason,
+            self.native,
+            self.evidence.value,
+            self.host,
+            self.tag,
+            self.submitted,
+        ]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> BatchStatus:
@@ -172,8 +180,9 @@ class SubmitChunk:
     queue: str | None = None
     limits: dict[str, Any] = field(default_factory=dict)
 
-    def wrapper_argv(self, python: str, index: int | None = None, index_env: str | None = None,
-                     index_offset: int = 0) -> list[str]:
+    def wrapper_argv(
+        self, python: str, index: int | None = None, index_env: str | None = None, index_offset: int = 0
+    ) -> list[str]:
         argv = [python, str(self.wrapper), "--sandbox", str(self.sandbox), "--outroot", str(self.outroot)]
         if index is not None:
             argv += ["--index", str(index)]
@@ -231,10 +240,13 @@ class AdapterOptions:
 
     def describe(self) -> str:
         """The options that differ from their defaults, for people (``jim doctor``)."""
+
         def default(f: dataclasses.Field[Any]) -> Any:
             return f.default_factory() if callable(f.default_factory) else f.default
 
-        changed = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != default(f)}
+        changed = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != default(f)
+        }
         return " ".join(f"{k}={v!r}" for k, v in changed.items())
 
 
@@ -412,7 +424,8 @@ class Adapter(abc.ABC):
 
         def reconcile_remaining(failure: BaseException) -> None:
             for_job("jim.adapters", chunk.grid_id).warning(
-                "submission of %d local jobs failed (%s); reconciling by tag before retrying", len(remaining), failure)
+                "submission of %d local jobs failed (%s); reconciling by tag before retrying", len(remaining), failure
+            )
             try:
                 found = self.reconcile(chunk.grid_id, [s.tag for s in remaining])
             except JimError as e:  # the outcome stays unknown: the jobs stay journaled for the next round
@@ -452,8 +465,9 @@ class Adapter(abc.ABC):
                 continue
             bid = self.batch_id_from_started(info)
             if bid is None:
-                log.warning("local job %s started but its wrapper reported no usable batch id (%r)",
-                            tag, info.get("batch_id"))
+                log.warning(
+                    "local job %s started but its wrapper reported no usable batch id (%r)", tag, info.get("batch_id")
+                )
                 continue
             found[tag] = bid
         return found
@@ -464,9 +478,16 @@ class Adapter(abc.ABC):
             self.cancel_batch(part, grace)
 
     # -- commands -----------------------------------------------------------------
-    def run(self, argv: list[str], *, error: type[BatchError] = BatchError, timeout: float | None = None,
-            input: str | None = None, accept: Callable[[subprocess.CompletedProcess[str]], bool] | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        error: type[BatchError] = BatchError,
+        timeout: float | None = None,
+        input: str | None = None,
+        accept: Callable[[subprocess.CompletedProcess[str]], bool] | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
         """Run one batch command (the one seam: see the module docstring).
 
         A non-zero exit raises ``error`` (transient by :attr:`transient_errors`)
@@ -475,18 +496,34 @@ class Adapter(abc.ABC):
         timeout = self.options.command_timeout if timeout is None else timeout
         started = time.monotonic()
         try:
-            proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
-                                  stdin=None if input is not None else subprocess.DEVNULL)
+            proc = subprocess.run(
+                argv,
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as e:
-            raise error(f"{argv[0]} did not answer within {timeout:g} s", argv=argv,
-                        stdout=_text(e.stdout), stderr=_text(e.stderr), transient=True) from None
+            raise error(
+                f"{argv[0]} did not answer within {timeout:g} s",
+                argv=argv,
+                stdout=_text(e.stdout),
+                stderr=_text(e.stderr),
+                transient=True,
+            ) from None
         except OSError as e:
             raise error(f"cannot run {argv[0]}: {e.strerror}", argv=argv, transient=False) from None
         log.debug("ran %s rc=%s in %.3f s", argv, proc.returncode, time.monotonic() - started)
         if check and proc.returncode != 0 and not (accept and accept(proc)):
-            raise error(f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {self.failure_line(proc)}",
-                        argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                        transient=self.is_transient(proc.stdout + "\n" + proc.stderr))
+            raise error(
+                f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {self.failure_line(proc)}",
+                argv=argv,
+                returncode=proc.returncode,
+                stdout=proc.stdout,
+                stderr=proc.stderr,
+                transient=self.is_transient(proc.stdout + "\n" + proc.stderr),
+            )
         return proc
 
     def failure_line(self, proc: subprocess.CompletedProcess[str]) -> str:
@@ -502,10 +539,17 @@ class Adapter(abc.ABC):
         """True when every line of a cancel command's output only says a job has already gone."""
         return not [ln for ln in text.splitlines() if ln.strip() and not (self._gone and self._gone.search(ln))]
 
-    def retrying(self, fn: Callable[..., T], *args: Any, attempts: int | None = None,
-                 before_retry: Callable[[BaseException], None] | None = None, **kwargs: Any) -> T:
+    def retrying(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        attempts: int | None = None,
+        before_retry: Callable[[BaseException], None] | None = None,
+        **kwargs: Any,
+    ) -> T:
         """Call ``fn`` and retry transient failures with exponential backoff; ``before_retry(failure)``
         runs before each retry (an exception from it ends the retries)."""
+
         def transient(e: BaseException) -> bool:
             return bool(getattr(e, "transient", False))
 
@@ -515,9 +559,13 @@ class Adapter(abc.ABC):
             if before_retry is not None and failure is not None:
                 before_retry(failure)
 
-        for attempt in Retrying(stop=stop_after_attempt(attempts or self.options.retries),
-                                wait=wait_exponential(multiplier=0.5, max=10),
-                                retry=retry_if_exception(transient), before_sleep=before_sleep, reraise=True):
+        for attempt in Retrying(
+            stop=stop_after_attempt(attempts or self.options.retries),
+            wait=wait_exponential(multiplier=0.5, max=10),
+            retry=retry_if_exception(transient),
+            before_sleep=before_sleep,
+            reraise=True,
+        ):
             with attempt:
                 return fn(*args, **kwargs)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -570,8 +618,12 @@ class Adapter(abc.ABC):
         """The last status answer any jim process of this user cached, whatever its age."""
         try:
             data = json.loads(self._cache_path.read_text())
-            return QueryResult(ok=data["ok"], error=data.get("error", ""), at=data["at"],
-                               statuses={k: BatchStatus.from_json(v) for k, v in data["statuses"].items()})
+            return QueryResult(
+                ok=data["ok"],
+                error=data.get("error", ""),
+                at=data["at"],
+                statuses={k: BatchStatus.from_json(v) for k, v in data["statuses"].items()},
+            )
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
@@ -597,13 +649,20 @@ class Adapter(abc.ABC):
             return QueryResult(ok=False, error="another process is refreshing the batch status")
         try:
             result = self._query_at_start(batch_ids)
-            _write_json(self._cache_path, {"at": result.at, "ok": result.ok, "error": result.error,
-                                           "statuses": {k: v.to_json() for k, v in result.statuses.items()}})
+            _write_json(
+                self._cache_path,
+                {
+                    "at": result.at,
+                    "ok": result.ok,
+                    "error": result.error,
+                    "statuses": {k: v.to_json() for k, v in result.statuses.items()},
+                },
+            )
             return result
         finally:
             lock.release()
 
-    def prepare_query(self) -> None:
+    def prepare_query(self) -> None:  # noqa: B027 (a hook: most adapters need nothing)
         """Work a query needs that must not count in its date (imports, finding the server); none by default."""
 
     def _query_at_start(self, batch_ids: list[str]) -> QueryResult:
@@ -730,8 +789,13 @@ class CommandAdapter(Adapter):
         proc = self.run(argv, error=SubmitError)
         job_id = self.parse_submit(proc.stdout, group)
         if job_id is None:
-            raise SubmitError(f"{self.submit_command} printed no job id: {proc.stdout.strip()!r}", argv=argv,
-                              stdout=proc.stdout, stderr=proc.stderr, transient=True)
+            raise SubmitError(
+                f"{self.submit_command} printed no job id: {proc.stdout.strip()!r}",
+                argv=argv,
+                stdout=proc.stdout,
+                stderr=proc.stderr,
+                transient=True,
+            )
         return self.group_ids(job_id, group)
 
     def query(self, batch_ids: list[str]) -> QueryResult:
@@ -778,9 +842,14 @@ class CommandAdapter(Adapter):
         text = (proc.stdout + "\n" + proc.stderr).strip()
         if proc.returncode != 0 and not self.only_gone(text):
             bad = next(ln for ln in text.splitlines() if ln.strip() and not (self._gone and self._gone.search(ln)))
-            raise CancelError(f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {bad.strip()}",
-                              argv=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                              transient=self.is_transient(text))
+            raise CancelError(
+                f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {bad.strip()}",
+                argv=argv,
+                returncode=proc.returncode,
+                stdout=proc.stdout,
+                stderr=proc.stderr,
+                transient=self.is_transient(text),
+            )
 
     def queue_of(self, chunk: SubmitChunk, default: str) -> str | None:
         """The local queue of a chunk: the one the plan chose, else the adapter's default; None for

@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-
-import psutil
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import psutil
 
 from jim.adapters.base import Adapter, AdapterOptions, BatchStatus, QueryResult, SubmitChunk
 from jim.errors import SubmitError
@@ -95,8 +94,7 @@ class ForkAdapter(Adapter):
                 start = psutil.Process(pid).create_time()
             except psutil.Error:  # cannot happen while it waits for us; be safe anyway
                 release(False)
-                raise SubmitError(f"local job {index} vanished before it started", argv=argv,
-                                  transient=True) from None
+                raise SubmitError(f"local job {index} vanished before it started", argv=argv, transient=True) from None
             ids[index] = f"{pid}:{start:.3f}"
             release(True)
         return ids
@@ -162,10 +160,14 @@ class ForkAdapter(Adapter):
         running = 0
         for p in psutil.process_iter(["uids"]):
             try:
-                if p.info["uids"] and p.info["uids"].real == os.getuid() and os.getsid(p.pid) == p.pid \
-                        and "JIM_TAG" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
+                if (
+                    p.info["uids"]
+                    and p.info["uids"].real == os.getuid()
+                    and os.getsid(p.pid) == p.pid
+                    and "JIM_TAG" in p.environ()
+                    and p.status() != psutil.STATUS_ZOMBIE
+                ):
                     running += 1
             except (psutil.Error, OSError):
                 continue
         return max(0, (os.cpu_count() or 1) - running)
-

@@ -67,8 +67,14 @@ _HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "launch failed requeued held")
 
 #: Failures a retry may cure: the controller is down, slow or restarting.
 TRANSIENT_ERRORS = (
-    "Unable to contact slurm controller", "Socket timed out", "Connection refused", "Transport endpoint",
-    "Resource temporarily unavailable", "try again", "Slurm temporarily unable", "Zero Bytes were transmitted",
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Transport endpoint",
+    "Resource temporarily unavailable",
+    "try again",
+    "Slurm temporarily unable",
+    "Zero Bytes were transmitted",
 )
 
 
@@ -127,8 +133,9 @@ def parse_squeue(text: str) -> dict[str, BatchStatus]:
             continue
         if jim_state is LocalState.QUEUED and reason in _HELD_REASONS:
             jim_state = LocalState.HELD
-        out[bid] = BatchStatus(jim_state, reason=None if reason == "None" else reason, native=state,
-                               evidence=Evidence.BATCH, tag=tag)
+        out[bid] = BatchStatus(
+            jim_state, reason=None if reason == "None" else reason, native=state, evidence=Evidence.BATCH, tag=tag
+        )
     return out
 
 
@@ -185,10 +192,20 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[st
             continue
         array_id, _, _ = jobid.partition("_")
         for t in _sacct_tasks(jobid, raw, wanted):
-            out.append((f"{array_id}_{t}", BatchStatus(
-                jim_state, exit_code=_exit_code(exitcode) if jim_state.terminal else None, reason=state,
-                native=state, evidence=Evidence.ACCOUNTING, tag=f"{tag[0]}.{tag[1] + t}",
-                submitted=_slurm_time(submit))))
+            out.append(
+                (
+                    f"{array_id}_{t}",
+                    BatchStatus(
+                        jim_state,
+                        exit_code=_exit_code(exitcode) if jim_state.terminal else None,
+                        reason=state,
+                        native=state,
+                        evidence=Evidence.ACCOUNTING,
+                        tag=f"{tag[0]}.{tag[1] + t}",
+                        submitted=_slurm_time(submit),
+                    ),
+                )
+            )
     return out
 
 
@@ -242,14 +259,29 @@ class SlurmAdapter(CommandAdapter):
 
     # -- submit ------------------------------------------------------------------
     def script(self, chunk: SubmitChunk, group: list[int]) -> str:
-        return self.render("slurm.sh", grid_id=chunk.grid_id, offset=group[0], python=self.options.python,
-                           wrapper=chunk.wrapper, sandbox=chunk.sandbox, outroot=chunk.outroot)
+        return self.render(
+            "slurm.sh",
+            grid_id=chunk.grid_id,
+            offset=group[0],
+            python=self.options.python,
+            wrapper=chunk.wrapper,
+            sandbox=chunk.sandbox,
+            outroot=chunk.outroot,
+        )
 
     def submit_argv(self, chunk: SubmitChunk, group: list[int], script: Path) -> list[str]:
         offset = group[0]
-        argv = ["sbatch", "--parsable", f"--array={array_spec(i - offset for i in group)}",
-                f"--job-name={tag_name(chunk.grid_id, offset)}", f"--comment=jim:{chunk.grid_id}:{offset}",
-                "-D", str(chunk.job_dir), "-o", str(chunk.job_dir / "batch" / "slurm-%A_%a.out")]
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--array={array_spec(i - offset for i in group)}",
+            f"--job-name={tag_name(chunk.grid_id, offset)}",
+            f"--comment=jim:{chunk.grid_id}:{offset}",
+            "-D",
+            str(chunk.job_dir),
+            "-o",
+            str(chunk.job_dir / "batch" / "slurm-%A_%a.out"),
+        ]
         partition = self.queue_of(chunk, self.options.partition)
         if partition:
             argv.append(f"--partition={partition}")

@@ -27,12 +27,20 @@ def site_python(tmp: Path) -> str:
         return str(py)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     wheels = tmp / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wheel = next(wheels.glob("*.whl"))
     target = next((venv / "lib").glob("python3*/site-packages"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--compile", "--target", str(target),
-                    str(wheel)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--compile", "--target", str(target), str(wheel)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
     (target / "zz_jim_bench_deps.pth").write_text("\n".join(deps) + "\n")
     # the borrowed site-packages holds the editable hook's .pth; plain path lines do not run it

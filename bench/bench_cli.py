@@ -44,8 +44,7 @@ def timed(argv, env=None, n=30, cwd="/"):
 
 def summary(samples):
     s = sorted(samples)
-    return {"median_ms": round(statistics.median(s), 2), "p90_ms": round(s[int(0.9 * (len(s) - 1))], 2),
-            "n": len(s)}
+    return {"median_ms": round(statistics.median(s), 2), "p90_ms": round(s[int(0.9 * (len(s) - 1))], 2), "n": len(s)}
 
 
 def hold_back_submission(home: Path) -> None:
@@ -55,12 +54,14 @@ def hold_back_submission(home: Path) -> None:
     system happens afterwards in the background and would only add noise.
     """
     from jim.paths import Home
+
     h = Home(home).ensure()
     (h.cache / "fork.degraded").write_text(json.dumps({"since": time.time(), "reason": "benchmark"}))
 
 
 def kill_background(home: Path) -> None:
     import psutil
+
     procs = []
     for p in psutil.process_iter():
         try:
@@ -78,12 +79,22 @@ def make_active_record(home: Path, n: int) -> str:
     from jim.jobid import new_job_id
     from jim.paths import Home
     from jim.states import LocalState
+
     db = Database(Home(home).ensure())
     job_id = new_job_id()
-    rec = new_record(job_id, jobtype="generic", name="bench", owner="bench", adapter="fork",
-                     description={"executable": ["/bin/true"]}, source_format="rsl", source_text="",
-                     plan={"localJobs": n, "binding": "count"}, explanation="bench",
-                     slices=[{} for _ in range(n)])
+    rec = new_record(
+        job_id,
+        jobtype="generic",
+        name="bench",
+        owner="bench",
+        adapter="fork",
+        description={"executable": ["/bin/true"]},
+        source_format="rsl",
+        source_text="",
+        plan={"localJobs": n, "binding": "count"},
+        explanation="bench",
+        slices=[{} for _ in range(n)],
+    )
     for lj in rec.local_jobs():
         lj.set_state(LocalState.SUBMITTING)
         lj.batch_id = f"{100000 + lj.index}:1.0"
@@ -100,10 +111,10 @@ def main():
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     n = args.local_jobs
-    py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-"))
     sys.path.insert(0, str(HERE))
     from _site_install import jim_command
+
     jim = jim_command(tmp)
     cfg = tmp / "jim.toml"
     cfg.write_text(f"[site]\nmax_local_jobs = {max(n, 10000)}\n[monitor]\nidle_exit = 2.0\n")
@@ -115,6 +126,7 @@ def main():
     from jim.background import monitor_lock
     from jim.locks import SingleInstance
     from jim.paths import Home
+
     submit = []
     runs = max(5, args.runs // 3)
     for k in range(runs):
@@ -124,8 +136,13 @@ def main():
         monitor = SingleInstance(monitor_lock(home))  # no monitor: nobody clears the degraded mark
         assert monitor.acquire()
         t = time.perf_counter()
-        p = subprocess.run(jim + ["submit", "--rsl", f"&(executable=/bin/true)(count={n})"], env=env,
-                           capture_output=True, text=True, cwd="/")
+        p = subprocess.run(
+            jim + ["submit", "--rsl", f"&(executable=/bin/true)(count={n})"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd="/",
+        )
         submit.append((time.perf_counter() - t) * 1000)
         assert "JOB_ID=" in p.stdout, p.stdout + p.stderr
         kill_background(home)
@@ -137,14 +154,15 @@ def main():
     job_id = make_active_record(home, n)
     from jim.background import monitor_lock
     from jim.locks import SingleInstance
-    from jim.paths import Home
     from jim.states import Evidence, LocalState
+
     mon = SingleInstance(monitor_lock(home))
     assert mon.acquire()
     poll_active = timed(jim + ["poll", "--job-id", job_id], env=env, n=args.runs)
     mon.release()
     # poll of a finished grid job
     from jim.db import Database
+
     with Database(Home(home)).update(job_id) as rec:
         for lj in rec.local_jobs():
             lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
@@ -154,7 +172,9 @@ def main():
 
     b = statistics.median(baseline)
     res = {
-        "machine": os.uname().nodename, "cpus": os.cpu_count(), "python": sys.version.split()[0],
+        "machine": os.uname().nodename,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
         "local_jobs": n,
         "baseline python3 -c pass": summary(baseline),
         "jim submit": {**summary(submit), "ratio": round(statistics.median(submit) / b, 2)},
@@ -173,6 +193,7 @@ def main():
                 ratio = f"  ratio {v['ratio']:>5}x" if "ratio" in v else ""
                 print(f"{k:<28} median {v['median_ms']:8.1f} ms  p90 {v['p90_ms']:8.1f} ms{ratio}")
     import shutil
+
     shutil.rmtree(tmp, ignore_errors=True)
 
 

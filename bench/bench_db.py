@@ -50,19 +50,36 @@ def median_ms(fn, runs: int) -> float:
 
 
 def records(n: int) -> list[dict]:
-    return [{"index": k, "tag": f"g.{k}", "state": "QUEUED", "batchId": f"77_{k}", "submitted": "2026-11-22T10:00:00Z",
-             "history": [["PLANNED", "2026-11-22T10:00:00Z"], ["QUEUED", "2026-11-22T10:00:01Z"]]}
-            for k in range(n)]
+    return [
+        {
+            "index": k,
+            "tag": f"g.{k}",
+            "state": "QUEUED",
+            "batchId": f"77_{k}",
+            "submitted": "2026-11-22T10:00:00Z",
+            "history": [["PLANNED", "2026-11-22T10:00:00Z"], ["QUEUED", "2026-11-22T10:00:01Z"]],
+        }
+        for k in range(n)
+    ]
 
 
 def bench(n: int, runs: int, root: Path) -> dict:
     home = Home(root / f"home-{n}").ensure()
     db = Database(home)
     job_id = new_job_id()
-    rec = new_record(job_id, jobtype="generic", name="b8", owner="u", adapter="slurm",
-                     description={"executable": ["/bin/true"], "count": [str(n)]}, source_format="rsl",
-                     source_text=f"&(executable=/bin/true)(count={n})", plan={"localJobs": n, "binding": "count"},
-                     explanation=f"{n} jobs", slices=[{} for _ in range(n)])
+    rec = new_record(
+        job_id,
+        jobtype="generic",
+        name="b8",
+        owner="u",
+        adapter="slurm",
+        description={"executable": ["/bin/true"], "count": [str(n)]},
+        source_format="rsl",
+        source_text=f"&(executable=/bin/true)(count={n})",
+        plan={"localJobs": n, "binding": "count"},
+        explanation=f"{n} jobs",
+        slices=[{} for _ in range(n)],
+    )
     db.create(rec)
     rec.mark_submitted({k: f"77_{k}" for k in range(n)}, {})
     rec.recompute()
@@ -73,8 +90,10 @@ def bench(n: int, runs: int, root: Path) -> dict:
     spath = root / f"state-{n}.sqlite"
     con = sqlite3.connect(spath)
     con.execute("PRAGMA synchronous=FULL")
-    con.execute("CREATE TABLE IF NOT EXISTS lj (idx INTEGER PRIMARY KEY, tag TEXT, state TEXT, batch TEXT, "
-                "submitted TEXT, history TEXT)")
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS lj (idx INTEGER PRIMARY KEY, tag TEXT, state TEXT, batch TEXT, "
+        "submitted TEXT, history TEXT)"
+    )
 
     def xml_write():
         db._write(rec)
@@ -85,9 +104,13 @@ def bench(n: int, runs: int, root: Path) -> dict:
     def sqlite_write():
         with con:
             con.execute("DELETE FROM lj")
-            con.executemany("INSERT INTO lj VALUES (?,?,?,?,?,?)",
-                            [(r["index"], r["tag"], r["state"], r["batchId"], r["submitted"],
-                              json.dumps(r["history"])) for r in rows])
+            con.executemany(
+                "INSERT INTO lj VALUES (?,?,?,?,?,?)",
+                [
+                    (r["index"], r["tag"], r["state"], r["batchId"], r["submitted"], json.dumps(r["history"]))
+                    for r in rows
+                ],
+            )
 
     def xml_read():
         db.read(job_id).recompute()
@@ -104,8 +127,11 @@ def bench(n: int, runs: int, root: Path) -> dict:
         summary.read(home.summary(job_id))
 
     out = {"local jobs": n, "xml bytes": size_xml}
-    for name, w, r in (("xml (jim)", xml_write, xml_read), ("json", json_write, json_read),
-                       ("sqlite", sqlite_write, sqlite_read)):
+    for name, w, r in (
+        ("xml (jim)", xml_write, xml_read),
+        ("json", json_write, json_read),
+        ("sqlite", sqlite_write, sqlite_read),
+    ):
         w()
         out[f"{name} write ms"] = median_ms(w, runs)
         out[f"{name} read+aggregate ms"] = median_ms(r, runs)

@@ -48,8 +48,12 @@ def round_trip(s, service, runs, extra=()):
         p = as_submitter(s, "globus-job-run", service, *extra, "/bin/true")
         assert p.returncode == 0, (service, p.stdout, p.stderr)
         times.append(time.perf_counter() - t)
-    return {"median s": round(statistics.median(times), 2), "min s": round(min(times), 2),
-            "max s": round(max(times), 2), "runs": runs}
+    return {
+        "median s": round(statistics.median(times), 2),
+        "min s": round(min(times), 2),
+        "max s": round(max(times), 2),
+        "runs": runs,
+    }
 
 
 def jim_calls(log: Path, since: float, until: float) -> dict[str, int]:
@@ -78,14 +82,18 @@ def main():
     if not ENV_FILE.exists():
         raise SystemExit("the GRAM test site is not running: tests/services/gram/start.sh")
     s = site()
-    res = {"round trip /bin/true": {
-        "stock fork job manager": round_trip(s, s["JIM_GRAM_FORK_SERVICE"], args.runs),
-        "jim, poll mode": round_trip(s, s["JIM_GRAM_POLL_SERVICE"], args.runs),
-        "jim, push mode": round_trip(s, s["JIM_GRAM_PUSH_SERVICE"], args.runs),
-    }}
+    res = {
+        "round trip /bin/true": {
+            "stock fork job manager": round_trip(s, s["JIM_GRAM_FORK_SERVICE"], args.runs),
+            "jim, poll mode": round_trip(s, s["JIM_GRAM_POLL_SERVICE"], args.runs),
+            "jim, push mode": round_trip(s, s["JIM_GRAM_PUSH_SERVICE"], args.runs),
+        }
+    }
     fork_med = res["round trip /bin/true"]["stock fork job manager"]["median s"]
     for k in ("jim, poll mode", "jim, push mode"):
-        res["round trip /bin/true"][k]["ratio to fork"] = round(res["round trip /bin/true"][k]["median s"] / fork_med, 2)
+        res["round trip /bin/true"][k]["ratio to fork"] = round(
+            res["round trip /bin/true"][k]["median s"] / fork_med, 2
+        )
     print(json.dumps(res, indent=2), flush=True)
 
     seconds = int(args.minutes * 60)
@@ -108,8 +116,12 @@ def main():
     for mode, log in (("poll", s["JIM_GRAM_JM_LOG_POLL"]), ("push", s["JIM_GRAM_JM_LOG_PUSH"])):
         c = jim_calls(Path(log), start - 5, done.get(mode, (end,))[0] + 5)
         minutes = (done.get(mode, (end,))[0] - start) / 60
-        calls[mode] = {"final state": done.get(mode, (None, "unknown"))[1], "minutes": round(minutes, 2),
-                       "jim calls": c, "per minute": round(sum(c.values()) / minutes, 2)}
+        calls[mode] = {
+            "final state": done.get(mode, (None, "unknown"))[1],
+            "minutes": round(minutes, 2),
+            "jim calls": c,
+            "per minute": round(sum(c.values()) / minutes, 2),
+        }
     res[f"jim calls for a {args.minutes:g}-minute grid job"] = calls
     out = HERE / "results"
     out.mkdir(exist_ok=True)

@@ -48,14 +48,24 @@ def sge_env() -> dict[str, str]:
         sys.exit("the test cell is not running: tests/services/sge/start.sh")
     p = subprocess.run(["bash", "-c", f'. "{env_sh}" && env -0'], capture_output=True, check=True)
     env = dict(line.split("=", 1) for line in p.stdout.decode().split("\0") if "=" in line)
-    return {**os.environ, **{k: env[k] for k in ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT",
-                                                  "SGE_ARCH", "PATH") if k in env}}
+    return {
+        **os.environ,
+        **{
+            k: env[k]
+            for k in ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT", "SGE_ARCH", "PATH")
+            if k in env
+        },
+    }
 
 
 def ms(samples: list[float]) -> dict:
     s = sorted(samples)
-    return {"median ms": round(statistics.median(s) * 1000, 1), "min ms": round(s[0] * 1000, 1),
-            "max ms": round(s[-1] * 1000, 1), "n": len(s)}
+    return {
+        "median ms": round(statistics.median(s) * 1000, 1),
+        "min ms": round(s[0] * 1000, 1),
+        "max ms": round(s[-1] * 1000, 1),
+        "n": len(s),
+    }
 
 
 #: grid job ids this run submitted (their array jobs are named jim.<grid id>.<offset>)
@@ -69,9 +79,16 @@ def _ours(name: str) -> bool:
 def bench_jobs(env) -> list[str]:
     """Job ids of this run's jobs in qstat (other jobs in the cell are never touched)."""
     from lxml import etree
+
     p = subprocess.run(["qstat", "-u", USER, "-xml"], env=env, capture_output=True, check=True)
-    return sorted({jl.findtext("JB_job_number") for jl in etree.fromstring(p.stdout).iter("job_list")
-                   if _ours(jl.findtext("JB_name") or "")}, key=int)
+    return sorted(
+        {
+            jl.findtext("JB_job_number")
+            for jl in etree.fromstring(p.stdout).iter("job_list")
+            if _ours(jl.findtext("JB_name") or "")
+        },
+        key=int,
+    )
 
 
 def qdel_all(env) -> None:
@@ -106,8 +123,13 @@ def all_queued(env, job_id, timeout=600) -> bool:
 
 def jim_submit(py, env, n) -> tuple[str, float, float]:
     t = time.perf_counter()
-    p = subprocess.run([py, "-m", "jim", "submit", "--rsl", f"&(executable=/bin/true)(count={n})"],
-                       env=env, capture_output=True, text=True, cwd="/")
+    p = subprocess.run(
+        [py, "-m", "jim", "submit", "--rsl", f"&(executable=/bin/true)(count={n})"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     returned = time.perf_counter() - t
     assert "JOB_ID=" in p.stdout, p.stdout + p.stderr
     job_id = p.stdout.split("JOB_ID=")[1].split()[0]
@@ -144,10 +166,13 @@ interval = 60.0
 idle_exit = 600
 """)
     version = subprocess.run(["qstat", "-help"], env=env, capture_output=True, text=True).stdout.splitlines()
-    results: dict = {"machine": os.uname().nodename, "cpus": os.cpu_count(),
-                     "grid engine": version[0].strip() if version else "?",
-                     "command": " ".join(["bench/bench_sge.py"] + sys.argv[1:]),
-                     "load average at start": [round(x, 2) for x in os.getloadavg()]}
+    results: dict = {
+        "machine": os.uname().nodename,
+        "cpus": os.cpu_count(),
+        "grid engine": version[0].strip() if version else "?",
+        "command": " ".join(["bench/bench_sge.py"] + sys.argv[1:]),
+        "load average at start": [round(x, 2) for x in os.getloadavg()],
+    }
     script_dir = tmp / "bare"
     script_dir.mkdir()
     script = script_dir / "job.sh"
@@ -161,8 +186,9 @@ idle_exit = 600
     bare_t, jim_ret, jim_t = [], [], []
     for k in range(args.repeat):
         t = time.perf_counter()
-        p = subprocess.run(bare + ["-t", f"1-{n}", "-N", f"bench-bare-{k}", str(script)], env=env,
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            bare + ["-t", f"1-{n}", "-N", f"bench-bare-{k}", str(script)], env=env, capture_output=True, text=True
+        )
         bare_t.append(time.perf_counter() - t)
         assert p.returncode == 0, p.stderr
         qdel_all(env)
@@ -173,8 +199,11 @@ idle_exit = 600
         jim_t.append(queued)
         kill_background(home)
         qdel_all(env)
-        print(f"S1 run {k}: bare qsub -t 1-{n} {bare_t[-1]:.3f} s, jim until all queued {queued:.3f} s "
-              f"(submit returned after {returned:.3f} s)", flush=True)
+        print(
+            f"S1 run {k}: bare qsub -t 1-{n} {bare_t[-1]:.3f} s, jim until all queued {queued:.3f} s "
+            f"(submit returned after {returned:.3f} s)",
+            flush=True,
+        )
     t = time.perf_counter()
     for k in range(args.separate):
         subprocess.run(bare + ["-N", f"bench-sep-{k}", str(script)], env=env, capture_output=True, check=True)
@@ -207,8 +236,9 @@ idle_exit = 600
     from jim.monitor import Memo, refresh
     from jim.paths import Home
 
-    queued = parse_qstat(subprocess.run(["qstat", "-u", USER, "-xml", "-g", "d"], env=env, capture_output=True,
-                                        check=True).stdout)
+    queued = parse_qstat(
+        subprocess.run(["qstat", "-u", USER, "-xml", "-g", "d"], env=env, capture_output=True, check=True).stdout
+    )
     in_queue = sum(1 for st in queued.values() if st.tag.rsplit(".", 1)[0] in ids)
     assert in_queue == args.queued, f"{in_queue} of our tasks in qstat"
 

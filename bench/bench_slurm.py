@@ -104,9 +104,11 @@ chunk_size = 10000
 interval = 2.0
 idle_exit = 600
 """)
-    results: dict = {"machine": os.uname().nodename, "cpus": os.cpu_count(),
-                     "slurm": subprocess.run(["sinfo", "--version"], env=env, capture_output=True,
-                                             text=True).stdout.strip()}
+    results: dict = {
+        "machine": os.uname().nodename,
+        "cpus": os.cpu_count(),
+        "slurm": subprocess.run(["sinfo", "--version"], env=env, capture_output=True, text=True).stdout.strip(),
+    }
     wrapper_dir = tmp / "bare"
     wrapper_dir.mkdir()
     script = wrapper_dir / "job.sh"
@@ -119,29 +121,51 @@ idle_exit = 600
         row = {}
         scancel_user(env)
         t = time.perf_counter()
-        p = subprocess.run(["sbatch", "--parsable", "--hold", f"--array=0-{n - 1}", "-o", "/dev/null",
-                            "-D", str(wrapper_dir), str(script)], env=env, capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--hold",
+                f"--array=0-{n - 1}",
+                "-o",
+                "/dev/null",
+                "-D",
+                str(wrapper_dir),
+                str(script),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         row["bare sbatch --array s"] = round(time.perf_counter() - t, 3)
         assert p.returncode == 0, p.stderr
         scancel_user(env)
         home = tmp / f"b1-{n}"
         jenv = {**env, "JIM_HOME": str(home), "JIM_CONFIG": str(cfg)}
         t = time.perf_counter()
-        p = subprocess.run([py, "-m", "jim", "submit", "--rsl", f"&(executable=/bin/true)(count={n})"],
-                           env=jenv, capture_output=True, text=True, cwd="/")
+        p = subprocess.run(
+            [py, "-m", "jim", "submit", "--rsl", f"&(executable=/bin/true)(count={n})"],
+            env=jenv,
+            capture_output=True,
+            text=True,
+            cwd="/",
+        )
         job_id = p.stdout.split("JOB_ID=")[1].split()[0]
         row["jim submit returns s"] = round(time.perf_counter() - t, 3)
         assert all_queued(py, jenv, job_id)
         row["jim until all queued s"] = round(time.perf_counter() - t, 3)
         row["jim overhead over bare array s"] = round(row["jim until all queued s"] - row["bare sbatch --array s"], 3)
         time.sleep(2)  # the worker starts the monitor once it has recorded the batch ids: let it, then stop it
-        subprocess.run(["pkill", "-f", f"jim _monitor"], capture_output=True)
+        subprocess.run(["pkill", "-f", "jim _monitor"], capture_output=True)
         scancel_user(env)
         if str(n) in args.separate.split(","):
             t = time.perf_counter()
             for _ in range(n):
-                subprocess.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "-D", str(wrapper_dir),
-                                str(script)], env=env, capture_output=True)
+                subprocess.run(
+                    ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "-D", str(wrapper_dir), str(script)],
+                    env=env,
+                    capture_output=True,
+                )
             row["N separate sbatch s"] = round(time.perf_counter() - t, 3)
             row["separate / jim"] = round(row["N separate sbatch s"] / row["jim until all queued s"], 1)
             scancel_user(env)
@@ -155,8 +179,13 @@ idle_exit = 600
     jenv = {**env, "JIM_HOME": str(home), "JIM_CONFIG": str(cfg)}
     ids = []
     for _ in range(50):
-        p = subprocess.run([py, "-m", "jim", "submit", "--rsl", "&(executable=/bin/true)(count=100)"],
-                           env=jenv, capture_output=True, text=True, cwd="/")
+        p = subprocess.run(
+            [py, "-m", "jim", "submit", "--rsl", "&(executable=/bin/true)(count=100)"],
+            env=jenv,
+            capture_output=True,
+            text=True,
+            cwd="/",
+        )
         ids.append(p.stdout.split("JOB_ID=")[1].split()[0])
     for job_id in ids:
         assert all_queued(py, jenv, job_id)
@@ -177,9 +206,15 @@ idle_exit = 600
         c = line.split()[1]
         by_cmd[c] = by_cmd.get(c, 0) + 1
     results["B2 commands while polling"] = {
-        "grid jobs": 50, "local jobs each": 100, "poll period s": 10, "polls": polls,
-        "minutes": round(minutes, 2), "slurm commands": len(cmds), "per minute": round(len(cmds) / minutes, 2),
-        "by command": by_cmd, "cache_interval s": args.cache_interval,
+        "grid jobs": 50,
+        "local jobs each": 100,
+        "poll period s": 10,
+        "polls": polls,
+        "minutes": round(minutes, 2),
+        "slurm commands": len(cmds),
+        "per minute": round(len(cmds) / minutes, 2),
+        "by command": by_cmd,
+        "cache_interval s": args.cache_interval,
         "GRAM-Perl style (one scontrol per local job per poll) per minute": 50 * 100 * 6,
         "commands (first 5, as run)": [line.split(" ", 1)[1][:160] for line in cmds[:5]],
     }
@@ -189,19 +224,24 @@ idle_exit = 600
 
     # ---- B3 -------------------------------------------------------------
     from bench_cli import make_active_record, timed  # same helpers as the fork benchmark
+
     home = tmp / "b3"
     job_id = make_active_record(home, 10000)
     from jim.background import monitor_lock
     from jim.locks import SingleInstance
-    from jim.paths import Home
+
     mon = SingleInstance(monitor_lock(home))
     assert mon.acquire()
-    polls = timed([*jim_command(tmp), "poll", "--job-id", job_id], env={**env, "JIM_HOME": str(home),
-                                                                        "JIM_CONFIG": str(cfg)}, n=100)
+    polls = timed(
+        [*jim_command(tmp), "poll", "--job-id", job_id],
+        env={**env, "JIM_HOME": str(home), "JIM_CONFIG": str(cfg)},
+        n=100,
+    )
     mon.release()
     base = timed([py, "-c", "pass"], n=100)  # same environment as jim
     results["B3 poll with 10000 local jobs"] = {
-        "p50 ms": round(statistics.median(polls), 1), "p99 ms": round(pct(polls, 0.99), 1),
+        "p50 ms": round(statistics.median(polls), 1),
+        "p99 ms": round(pct(polls, 0.99), 1),
         "python3 -c pass p50 ms": round(statistics.median(base), 1),
         "p50 ratio": round(statistics.median(polls) / statistics.median(base), 2),
         "p99 ratio": round(pct(polls, 0.99) / statistics.median(base), 2),

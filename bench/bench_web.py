@@ -59,14 +59,20 @@ def record_grid_jobs(home: Path, n: int, local_jobs: int) -> list[str]:
     for k in range(n):
         created = t0 + k
         job_id = new_job_id(created)
-        rec = new_record(job_id, jobtype="montecarlo", name=f"D0 MC request {4000 + k} <bench> & co",
-                         owner="d0mc", adapter="fork",
-                         description={"executable": ["/opt/d0/mc_runjob"], "arguments": ["--request", str(k)]},
-                         source_format="rsl", source_text="&(executable=/opt/d0/mc_runjob)",
-                         plan={"localJobs": local_jobs, "binding": "site-recommended-cpu"},
-                         explanation=f"{250 * local_jobs} events", created=created,
-                         slices=[{"firstEvent": 250 * j + 1, "lastEvent": 250 * j + 250, "events": 250}
-                                 for j in range(local_jobs)])
+        rec = new_record(
+            job_id,
+            jobtype="montecarlo",
+            name=f"D0 MC request {4000 + k} <bench> & co",
+            owner="d0mc",
+            adapter="fork",
+            description={"executable": ["/opt/d0/mc_runjob"], "arguments": ["--request", str(k)]},
+            source_format="rsl",
+            source_text="&(executable=/opt/d0/mc_runjob)",
+            plan={"localJobs": local_jobs, "binding": "site-recommended-cpu"},
+            explanation=f"{250 * local_jobs} events",
+            created=created,
+            slices=[{"firstEvent": 250 * j + 1, "lastEvent": 250 * j + 250, "events": 250} for j in range(local_jobs)],
+        )
         kind = k % 4  # 0 DONE, 1 ACTIVE, 2 FAILED, 3 PENDING
         for lj in rec.local_jobs():
             if kind == 3:
@@ -100,8 +106,12 @@ def get(port: int, path: str) -> tuple[float, int, int]:
 
 def summary(samples: list[float], baseline: float | None = None) -> dict:
     s = sorted(samples)
-    out = {"median_ms": round(statistics.median(s), 2), "p90_ms": round(s[int(0.9 * (len(s) - 1))], 2),
-           "min_ms": round(s[0], 2), "n": len(s)}
+    out = {
+        "median_ms": round(statistics.median(s), 2),
+        "p90_ms": round(s[int(0.9 * (len(s) - 1))], 2),
+        "min_ms": round(s[0], 2),
+        "n": len(s),
+    }
     if baseline:
         out["ratio_to_baseline"] = round(out["median_ms"] / baseline, 1)
     return out
@@ -135,15 +145,23 @@ def main() -> int:
     ids = record_grid_jobs(home, args.grid_jobs, args.local_jobs)
     record_s = time.perf_counter() - t
     index_kb = (home / "db" / "index.xml").stat().st_size / 1024
-    print(f"recorded {len(ids)} grid jobs x {args.local_jobs} local jobs in {record_s:.1f} s "
-          f"(index.xml {index_kb:.0f} KiB)")
+    print(
+        f"recorded {len(ids)} grid jobs x {args.local_jobs} local jobs in {record_s:.1f} s "
+        f"(index.xml {index_kb:.0f} KiB)"
+    )
 
     py = site_python(tmp)
     cfg = tmp / "jim.toml"
     cfg.write_text("")
     env = {**os.environ, "JIM_HOME": str(home), "JIM_CONFIG": str(cfg)}
-    server = subprocess.Popen([py, "-m", "jim", "serve", "--port", "0"], env=env, cwd="/",
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [py, "-m", "jim", "serve", "--port", "0"],
+        env=env,
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = server.stdout.readline()
         m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
@@ -185,23 +203,30 @@ def main() -> int:
     worst = max(results["index_page1_uncached"]["p90_ms"], results["index_first_request_of_the_process_ms"])
     out = {
         "benchmark": "bench_web",
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count()},
-        "grid_jobs": args.grid_jobs, "local_jobs_per_grid_job": args.local_jobs, "runs": args.runs,
-        "index_xml_kib": round(index_kb), "record_seconds": round(record_s, 1),
-        "budget_ms": BUDGET_MS, "within_budget": worst < BUDGET_MS,
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "grid_jobs": args.grid_jobs,
+        "local_jobs_per_grid_job": args.local_jobs,
+        "runs": args.runs,
+        "index_xml_kib": round(index_kb),
+        "record_seconds": round(record_s, 1),
+        "budget_ms": BUDGET_MS,
+        "within_budget": worst < BUDGET_MS,
         "results": results,
     }
     print(f"\n{'request':<36} {'median ms':>10} {'p90 ms':>8} {'x baseline':>11}")
-    print(f"{'GET /static/jim.css (baseline)':<36} {results['baseline_static_css']['median_ms']:>10.2f} "
-          f"{results['baseline_static_css']['p90_ms']:>8.2f} {'1.0':>11}")
+    print(
+        f"{'GET /static/jim.css (baseline)':<36} {results['baseline_static_css']['median_ms']:>10.2f} "
+        f"{results['baseline_static_css']['p90_ms']:>8.2f} {'1.0':>11}"
+    )
     for name, _, _ in cases:
         r = results[name]
         print(f"{name:<36} {r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {r['ratio_to_baseline']:>11.1f}")
     print(f"{'first request of the process':<36} {first_ms:>10.2f}")
     verdict = "under" if out["within_budget"] else "OVER"
-    print(f"\nfirst index page with {args.grid_jobs} grid jobs: {verdict} the {BUDGET_MS:.0f} ms budget "
-          f"(worst of p90 uncached and first request: {worst:.1f} ms)")
+    print(
+        f"\nfirst index page with {args.grid_jobs} grid jobs: {verdict} the {BUDGET_MS:.0f} ms budget "
+        f"(worst of p90 uncached and first request: {worst:.1f} ms)"
+    )
     results_dir = HERE / "results"
     results_dir.mkdir(exist_ok=True)
     (results_dir / "bench_web.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -44,8 +44,7 @@ class Progress:
     def report(self, phase, done, total, force=False):
         now = time.monotonic()
         step = max(1, total // 20)
-        if not (force or done == total or done % step == 0
-                or now - self.last.get(phase, 0.0) >= REPORT_EVERY_S):
+        if not (force or done == total or done % step == 0 or now - self.last.get(phase, 0.0) >= REPORT_EVERY_S):
             return
         self.last[phase] = now
         line = "%s %d %d\n" % (phase, done, total)
@@ -64,14 +63,31 @@ def _terminated(signum, frame):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds-per-event", type=float, default=0.005,
-                   help="wall seconds per event through all phases (default 0.005)")
-    p.add_argument("--events", type=int, default=100,
-                   help="events to run when jim sets no JIM_FIRST_EVENT/JIM_LAST_EVENT (default 100)")
-    p.add_argument("--fail-at", type=int, default=None, metavar="EVENT",
-                   help="exit with code 3 when this event is reached (for tests)")
-    p.add_argument("--fail-phase", default="d0gstar", choices=[name for name, _ in PHASES],
-                   help="the phase in which --fail-at fails (default d0gstar)")
+    p.add_argument(
+        "--seconds-per-event",
+        type=float,
+        default=0.005,
+        help="wall seconds per event through all phases (default 0.005)",
+    )
+    p.add_argument(
+        "--events",
+        type=int,
+        default=100,
+        help="events to run when jim sets no JIM_FIRST_EVENT/JIM_LAST_EVENT (default 100)",
+    )
+    p.add_argument(
+        "--fail-at",
+        type=int,
+        default=None,
+        metavar="EVENT",
+        help="exit with code 3 when this event is reached (for tests)",
+    )
+    p.add_argument(
+        "--fail-phase",
+        default="d0gstar",
+        choices=[name for name, _ in PHASES],
+        help="the phase in which --fail-at fails (default d0gstar)",
+    )
     args = p.parse_args(argv)
     if args.seconds_per_event < 0 or args.events < 1:
         p.error("--seconds-per-event must be >= 0 and --events >= 1")
@@ -85,8 +101,10 @@ def main(argv=None):
         return 2
     rng = random.Random(first)
     progress = Progress(os.environ.get("JIM_PROGRESS_FILE"))
-    print("mc_driver: events %d..%d (%d) on %s, local job %s" % (
-        first, last, total, os.uname()[1], os.environ.get("JIM_INDEX", "-")))
+    print(
+        "mc_driver: events %d..%d (%d) on %s, local job %s"
+        % (first, last, total, os.uname()[1], os.environ.get("JIM_INDEX", "-"))
+    )
     sys.stdout.flush()
     for name, _ in PHASES:
         progress.report(name, 0, total, force=True)

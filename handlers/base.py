@@ -92,13 +92,23 @@ class LocalSlice:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"attrs": self.attrs, "params": self.params, "env": self.env, "queue": self.queue,
-                "failed_on_creation": self.failed_on_creation}
+        return {
+            "attrs": self.attrs,
+            "params": self.params,
+            "env": self.env,
+            "queue": self.queue,
+            "failed_on_creation": self.failed_on_creation,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LocalSlice:
-        return cls(attrs=data["attrs"], params=data["params"], env=data["env"], queue=data.get("queue"),
-                   failed_on_creation=data.get("failed_on_creation"))
+        return cls(
+            attrs=data["attrs"],
+            params=data["params"],
+            env=data["env"],
+            queue=data.get("queue"),
+            failed_on_creation=data.get("failed_on_creation"),
+        )
 
 
 @dataclass
@@ -126,13 +136,23 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON data (what ``jobs/<id>/plan.json`` holds, with the commands: see jim.plan)."""
-        return {"binding": self.binding, "explanation": self.explanation, "attrs": self.attrs,
-                "queue": self.queue, "slices": [s.to_json() for s in self.slices]}
+        return {
+            "binding": self.binding,
+            "explanation": self.explanation,
+            "attrs": self.attrs,
+            "queue": self.queue,
+            "slices": [s.to_json() for s in self.slices],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
-        return cls([LocalSlice.from_json(s) for s in data["slices"]], data["binding"], data["explanation"],
-                   attrs=data["attrs"], queue=data.get("queue"))
+        return cls(
+            [LocalSlice.from_json(s) for s in data["slices"]],
+            data["binding"],
+            data["explanation"],
+            attrs=data["attrs"],
+            queue=data.get("queue"),
+        )
 
 
 class Handler(abc.ABC):
@@ -145,8 +165,14 @@ class Handler(abc.ABC):
     #: Handler options a site may set in ``[handlers.<name>]``, with defaults.
     options: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, site: SiteLimits, options: dict[str, Any] | None = None, *,
-                 queue: Queue | None = None, grid_job_id: str | None = None):
+    def __init__(
+        self,
+        site: SiteLimits,
+        options: dict[str, Any] | None = None,
+        *,
+        queue: Queue | None = None,
+        grid_job_id: str | None = None,
+    ):
         self.site = site
         given = dict(options or {})
         unknown = set(given) - set(self.options)
@@ -308,8 +334,7 @@ class TimeLimit:
         if self.by == "site-max-cpu":
             return f"the site's maximum of {self.raw:g} s per local job"
         what = "wall-time" if self.by == "queue-wall-time" else "CPU-time"
-        return (f"queue {self.queue}'s {what} limit of {self.raw:g} s x safety {self.safety:g} "
-                f"= {self.seconds:g} s")
+        return f"queue {self.queue}'s {what} limit of {self.raw:g} s x safety {self.safety:g} = {self.seconds:g} s"
 
     def record(self) -> dict[str, str]:
         """Plan attributes: ``timeLimit`` (usable seconds) and ``timeLimitBy``."""
@@ -335,8 +360,14 @@ class EventBudget:
 
 
 def _kind(default: Any) -> str:
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a table"}.get(type(default), type(default).__name__)
+    return {
+        bool: "true or false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }.get(type(default), type(default).__name__)
 
 
 def _same_kind(default: Any, value: Any) -> bool:

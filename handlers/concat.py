@@ -45,9 +45,16 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
         "minmergesize": "groups below this many bytes are marked forced",
         "maxmergeevents": "most events one local job merges",
     }
-    options = {"max_merge_size": 1_000_000_000, "min_merge_size": 1_048_576, "max_merge_events": 100_000_000,
-               "merge_overhead": 300.0, "merge_passes": 4, "merge_rate": 5_000_000.0, "safety": 0.8,
-               "files_as_arguments": False}
+    options = {
+        "max_merge_size": 1_000_000_000,
+        "min_merge_size": 1_048_576,
+        "max_merge_events": 100_000_000,
+        "merge_overhead": 300.0,
+        "merge_passes": 4,
+        "merge_rate": 5_000_000.0,
+        "safety": 0.8,
+        "files_as_arguments": False,
+    }
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         self.executable_argv(desc)
@@ -59,8 +66,9 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
         max_events = desc.get_int("maxmergeevents", None, minimum=1) or int(self.opts["max_merge_events"])
         cap, cap_why = self.max_local_jobs(desc)
         try:
-            groups = split_merge_by_size(files, max_merge_size=max_size, max_merge_events=max_events,
-                                         min_merge_size=min_size, max_jobs=cap)
+            groups = split_merge_by_size(
+                files, max_merge_size=max_size, max_merge_events=max_events, min_merge_size=min_size, max_jobs=cap
+            )
         except ValueError as e:
             if "more than the limit" in str(e):
                 raise PlanError(f"{e} ({cap_why.replace('-', ' ')})") from None
@@ -69,26 +77,48 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
         slices = []
         for k, g in enumerate(groups):
             est = self._estimate(g.size)
-            attrs = {"files": g.count, "inputFiles": " ".join(g.files), "size": g.size, "events": g.events,
-                     "estSeconds": f"{est:.0f}"}
+            attrs = {
+                "files": g.count,
+                "inputFiles": " ".join(g.files),
+                "size": g.size,
+                "events": g.events,
+                "estSeconds": f"{est:.0f}",
+            }
             if g.oversize:
                 attrs["oversize"] = "true"
             if g.forced:
                 attrs["forced"] = "true"
-            env = {**inputdata.slice_env(g.files), "JIM_INPUT_FILE_LIST": inputdata.list_name(k),
-                   "JIM_MERGE_SIZE": str(g.size), "JIM_MERGE_EVENTS": str(g.events)}
+            env = {
+                **inputdata.slice_env(g.files),
+                "JIM_INPUT_FILE_LIST": inputdata.list_name(k),
+                "JIM_MERGE_SIZE": str(g.size),
+                "JIM_MERGE_EVENTS": str(g.events),
+            }
             slices.append(LocalSlice(attrs=attrs, env=env))
         binding = self._binding(files, groups, max_size, max_events)
         longest = max(self._estimate(g.size) for g in groups)
-        expl = (f"{len(files)} files, {sum(f.size for f in files)} bytes, merged into {len(groups)} local jobs "
-                f"of at most {max_size} bytes and {max_events} events (binding: {binding.replace('-', ' ')}); "
-                f"longest about {longest:.0f} s against {limit.describe()}")
+        expl = (
+            f"{len(files)} files, {sum(f.size for f in files)} bytes, merged into {len(groups)} local jobs "
+            f"of at most {max_size} bytes and {max_events} events (binding: {binding.replace('-', ' ')}); "
+            f"longest about {longest:.0f} s against {limit.describe()}"
+        )
         if longest > limit.seconds:
             expl += " -- OVER the limit"
-        return Plan(slices, binding, expl,
-                    attrs={"unit": "bytes", "total": sum(f.size for f in files), "inputFiles": len(files),
-                           "maxMergeSize": max_size, "maxMergeEvents": max_events, "minMergeSize": min_size,
-                           "estSecondsPerJob": f"{longest:.0f}", **limit.record()})
+        return Plan(
+            slices,
+            binding,
+            expl,
+            attrs={
+                "unit": "bytes",
+                "total": sum(f.size for f in files),
+                "inputFiles": len(files),
+                "maxMergeSize": max_size,
+                "maxMergeEvents": max_events,
+                "minMergeSize": min_size,
+                "estSecondsPerJob": f"{longest:.0f}",
+                **limit.record(),
+            },
+        )
 
     def _merge_file(self, desc, entry, MergeFile):
         size = inputdata.count(entry, 0, "size")
@@ -97,14 +127,18 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
             raise InvalidAttribute(f"inputdata {entry.name}: concat takes (NAME SIZE [EVENTS])")
         if size is None:
             try:
-                size = os.stat(entry.name).st_size   # made absolute against directory already
+                size = os.stat(entry.name).st_size  # made absolute against directory already
             except OSError as e:
-                raise InvalidAttribute(f"inputdata {entry.name}: cannot read its size ({e.strerror}); "
-                                       f"give it as (NAME SIZE)", gram_error=135) from None
+                raise InvalidAttribute(
+                    f"inputdata {entry.name}: cannot read its size ({e.strerror}); give it as (NAME SIZE)",
+                    gram_error=135,
+                ) from None
         return MergeFile(entry.name, size, events)
 
     def _estimate(self, size: int) -> float:
-        return float(self.opts["merge_overhead"]) + int(self.opts["merge_passes"]) * size / float(self.opts["merge_rate"])
+        return float(self.opts["merge_overhead"]) + int(self.opts["merge_passes"]) * size / float(
+            self.opts["merge_rate"]
+        )
 
     @staticmethod
     def _binding(files, groups, max_size, max_events) -> str:

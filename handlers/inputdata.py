@@ -83,8 +83,7 @@ def lumis(entry: InputEntry, start: int) -> tuple[tuple[int, int], ...]:
     for word in entry.columns[start:]:
         match = _LUMIS.match(word)
         if not match:
-            raise InvalidAttribute(f"inputdata {entry.name}: lumi sections must look like RUN:1-10,12, "
-                                   f"got {word!r}")
+            raise InvalidAttribute(f"inputdata {entry.name}: lumi sections must look like RUN:1-10,12, got {word!r}")
         run = int(match.group(1))
         for part in match.group(2).split(","):
             first, _, last = part.partition("-")
@@ -128,4 +127,3 @@ class InputDataWorkArea:
         if self.opts["files_as_arguments"]:
             argv += local.env.get("JIM_INPUT_FILES", "").split()
         return argv
-

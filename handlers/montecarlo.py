@@ -59,9 +59,11 @@ class MonteCarloHandler(Handler):
         first = desc.get_int("firstevent", 1, minimum=0)
         cap, cap_why = self.max_local_jobs(desc)
         self.executable_argv(desc)
-        budget = self.event_budget(desc, safety=float(self.opts["safety"]),
-                                   default_per_job=int(self.opts["default_events_per_job"])
-                                   or self.site.default_events_per_job)
+        budget = self.event_budget(
+            desc,
+            safety=float(self.opts["safety"]),
+            default_per_job=int(self.opts["default_events_per_job"]) or self.site.default_events_per_job,
+        )
         per_job, binding = min(budget.per_job, total), budget.binding
         n = math.ceil(total / per_job)
         if n > cap:
@@ -69,8 +71,10 @@ class MonteCarloHandler(Handler):
             if budget.fits is not None and wider <= budget.fits and not budget.user_set:
                 per_job, binding = wider, "max-local-jobs"
             else:
-                raise PlanError(f"{total} events at {per_job} per local job need {n} local jobs, over the "
-                                f"limit of {cap} ({cap_why.replace('-', ' ')})")
+                raise PlanError(
+                    f"{total} events at {per_job} per local job need {n} local jobs, over the "
+                    f"limit of {cap} ({cap_why.replace('-', ' ')})"
+                )
         try:
             slices = split_events(total, per_job, first, balanced=bool(self.opts["balanced"]))
         except ValueError as e:
@@ -81,24 +85,36 @@ class MonteCarloHandler(Handler):
             est = budget.estimate(s.count)
             if est is not None:
                 attrs["estSeconds"] = f"{est:.0f}"
-            plan_slices.append(LocalSlice(attrs=attrs, env={"JIM_FIRST_EVENT": str(s.first),
-                                                             "JIM_LAST_EVENT": str(s.last),
-                                                             "JIM_EVENTS": str(s.count)}))
+            plan_slices.append(
+                LocalSlice(
+                    attrs=attrs,
+                    env={"JIM_FIRST_EVENT": str(s.first), "JIM_LAST_EVENT": str(s.last), "JIM_EVENTS": str(s.count)},
+                )
+            )
         largest = max(s.count for s in slices)
         cpe = budget.cpu_per_event
         est = budget.estimate(largest)
-        expl = (f"{total} events from event {first} in {len(slices)} local jobs of up to {largest} events "
-                f"(binding: {binding.replace('-', ' ')}")
+        expl = (
+            f"{total} events from event {first} in {len(slices)} local jobs of up to {largest} events "
+            f"(binding: {binding.replace('-', ' ')}"
+        )
         if cpe is not None:
             power = self.cpu_power()
             speed = f" / CPUPower {power:g}" if power != 1 else ""
-            expl += (f"; {cpe:g} s/event{speed}, about {est:g} s per local job against the site's recommended "
-                     f"{self.site.recommended_cpu_per_job:g} s and {budget.limit.describe()}")
+            expl += (
+                f"; {cpe:g} s/event{speed}, about {est:g} s per local job against the site's recommended "
+                f"{self.site.recommended_cpu_per_job:g} s and {budget.limit.describe()}"
+            )
         expl += ")"
-        attrs = {"unit": "events", "total": total, "firstEvent": first, "perJob": per_job,
-                 "cpuPerEvent": f"{cpe:g}" if cpe is not None else None,
-                 "estCpuPerJob": f"{largest * cpe:g}" if cpe is not None else None,
-                 "estSecondsPerJob": f"{est:.0f}" if est is not None else None}
+        attrs = {
+            "unit": "events",
+            "total": total,
+            "firstEvent": first,
+            "perJob": per_job,
+            "cpuPerEvent": f"{cpe:g}" if cpe is not None else None,
+            "estCpuPerJob": f"{largest * cpe:g}" if cpe is not None else None,
+            "estSecondsPerJob": f"{est:.0f}" if est is not None else None,
+        }
         if cpe is not None:
             attrs.update(budget.limit.record())
             if self.cpu_power() != 1:

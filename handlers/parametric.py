@@ -74,8 +74,7 @@ class ParametricHandler(Handler):
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         if desc.get_int("count", 1, minimum=1) != 1:
-            raise InvalidAttribute("parametric jobs take the number of local jobs from parameters; "
-                                   "count must be 1")
+            raise InvalidAttribute("parametric jobs take the number of local jobs from parameters; count must be 1")
         if not any(a.partition(".")[0] in _SEQUENCE_ATTRS for a in desc.attrs):
             raise InvalidAttribute("parametric jobs need parameters=<count or list of values>")
         limit, why = self._limit(desc)
@@ -108,15 +107,27 @@ class ParametricHandler(Handler):
             if d.get("jobname") != desc.attrs.get("jobname"):
                 attrs["jobname"] = " ".join(v for v in d["jobname"] if isinstance(v, str))
             slices.append(LocalSlice(attrs=attrs, params=params, env=env))
-        shown = [c.parameter if not c.named else
-                 "(" + ", ".join(([c.parameter] if c.parameter is not None else []) + [v for _, v in c.named]) + ")"
-                 for c in children]
+        shown = [
+            c.parameter
+            if not c.named
+            else "(" + ", ".join(([c.parameter] if c.parameter is not None else []) + [v for _, v in c.named]) + ")"
+            for c in children
+        ]
         listing = ", ".join(shown[:8]) + (f", ... ({n - 8} more)" if n > 8 else "")
-        names = ", ".join((["Parameter"] if children[0].parameter is not None else [])
-                          + [f"Parameter.{name}" for name, _ in children[0].named])
-        return Plan(slices, "parameters", f"{n} local jobs, one per parameter value ({names}: {listing})",
-                    attrs={"unit": "parameters", "total": n,
-                           "sequences": " ".join(s.name or "Parameter" for s in sequences or ())})
+        names = ", ".join(
+            (["Parameter"] if children[0].parameter is not None else [])
+            + [f"Parameter.{name}" for name, _ in children[0].named]
+        )
+        return Plan(
+            slices,
+            "parameters",
+            f"{n} local jobs, one per parameter value ({names}: {listing})",
+            attrs={
+                "unit": "parameters",
+                "total": n,
+                "sequences": " ".join(s.name or "Parameter" for s in sequences or ()),
+            },
+        )
 
     def _limit(self, desc: JobDescription) -> tuple[int, str]:
         """The most local jobs allowed, and why: the option, the user's or the site's cap."""
@@ -128,8 +139,9 @@ class ParametricHandler(Handler):
 
     def _children(self, desc: JobDescription):
         try:
-            return split_parametric(desc.attrs, source_job=self.grid_job_id or DRY_RUN_ID,
-                                    max_jobs=self._limit(desc)[0])
+            return split_parametric(
+                desc.attrs, source_job=self.grid_job_id or DRY_RUN_ID, max_jobs=self._limit(desc)[0]
+            )
         except ValueError as e:
             raise InvalidAttribute(f"parametric job: {e}") from None
 
@@ -150,8 +162,10 @@ class ParametricHandler(Handler):
                 desc.attrs[attr] = union
             elif attr not in PER_JOB:
                 if any(child.description.get(attr) != value for child in children[1:]):
-                    raise InvalidAttribute(f"attribute {attr} belongs to the whole grid job and may not depend "
-                                           f"on the parameter (only {', '.join(sorted(PER_JOB))} may)")
+                    raise InvalidAttribute(
+                        f"attribute {attr} belongs to the whole grid job and may not depend "
+                        f"on the parameter (only {', '.join(sorted(PER_JOB))} may)"
+                    )
                 desc.attrs[attr] = value
 
     def _argv_of(self, d: dict, desc: JobDescription) -> list[str]:

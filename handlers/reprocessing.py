@@ -64,12 +64,20 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         "splitting": "how to split: files (default), events, lumis or eventaware",
         "filesperjob": "input files per local job (splitting=files)",
         "lumisperjob": "lumi sections per local job (splitting=lumis)",
-        "lumimask": "good lumi sections as CMS JSON: {\"run\": [[first, last], ...]}",
+        "lumimask": 'good lumi sections as CMS JSON: {"run": [[first, last], ...]}',
         "runwhitelist": "only these runs (lumi splitting)",
     }
-    options = {"splitting": "files", "files_per_job": 10, "lumis_per_job": 10, "default_events_per_job": 0,
-               "balanced": True, "split_on_run": True, "halt_on_file_boundaries": False, "safety": 0.8,
-               "files_as_arguments": False}
+    options = {
+        "splitting": "files",
+        "files_per_job": 10,
+        "lumis_per_job": 10,
+        "default_events_per_job": 0,
+        "balanced": True,
+        "split_on_run": True,
+        "halt_on_file_boundaries": False,
+        "safety": 0.8,
+        "files_as_arguments": False,
+    }
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         self.executable_argv(desc)
@@ -100,21 +108,24 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         if seconds is not None:
             limit = self.time_limit(float(self.opts["safety"]))
             plan.attrs.update(limit.record())
-            estimates = [float(s.attrs["estSeconds"]) for s in plan.slices
-                         if "estSeconds" in s.attrs and not s.failed_on_creation]
+            estimates = [
+                float(s.attrs["estSeconds"])
+                for s in plan.slices
+                if "estSeconds" in s.attrs and not s.failed_on_creation
+            ]
             if estimates:
                 plan.attrs["estSecondsPerJob"] = f"{max(estimates):.0f}"
                 over = " -- OVER the limit" if max(estimates) > limit.seconds else ""
-                plan.explanation += (f"; longest local job about {max(estimates):.0f} s against "
-                                     f"{limit.describe()}{over}")
+                plan.explanation += f"; longest local job about {max(estimates):.0f} s against {limit.describe()}{over}"
         return plan
 
     # -- the four modes ----------------------------------------------------------------
     def _by_files(self, desc, entries, cap, cap_why) -> Plan:
         names = [e.name for e in entries]
         user = desc.get_int("filesperjob", None, minimum=1)
-        per_job, binding = (user, "user-files-per-job") if user else \
-            (int(self.opts["files_per_job"]), "default-files-per-job")
+        per_job, binding = (
+            (user, "user-files-per-job") if user else (int(self.opts["files_per_job"]), "default-files-per-job")
+        )
         if math.ceil(len(names) / per_job) > cap and user is None:
             per_job, binding = math.ceil(len(names) / cap), "max-local-jobs"
         events = {e.name: inputdata.count(e, 0, "events") for e in entries}
@@ -125,69 +136,103 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                 attrs["events"] = sum(events[f] for f in s.files)  # type: ignore[misc]
             slices.append(LocalSlice(attrs=attrs, env=inputdata.slice_env(s.files)))
         largest = max(s.attrs["files"] for s in slices)
-        return Plan(slices, binding, f"{len(names)} input files in {len(slices)} local jobs of up to {largest} "
-                                     f"files (binding: {binding.replace('-', ' ')})",
-                    attrs={"total": len(names), "perJob": per_job})
+        return Plan(
+            slices,
+            binding,
+            f"{len(names)} input files in {len(slices)} local jobs of up to {largest} "
+            f"files (binding: {binding.replace('-', ' ')})",
+            attrs={"total": len(names), "perJob": per_job},
+        )
 
     def _by_events(self, desc, entries, cap) -> Plan:
         files = []
         for e in entries:
             n = inputdata.count(e, 0, "events")
             if n is None:
-                raise InvalidAttribute(f"splitting=events needs every file's event count: (NAME EVENTS), "
-                                       f"missing for {e.name}")
+                raise InvalidAttribute(
+                    f"splitting=events needs every file's event count: (NAME EVENTS), missing for {e.name}"
+                )
             files.append(EventFile(e.name, n))
-        budget = self.event_budget(desc, safety=float(self.opts["safety"]),
-                                   default_per_job=self._default_events())
+        budget = self.event_budget(desc, safety=float(self.opts["safety"]), default_per_job=self._default_events())
         pieces = split_event_files(files, budget.per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap)
         slices = []
         for p in pieces:
-            attrs = {"inputFiles": p.file, "files": 1, "firstEvent": p.first,
-                     "lastEvent": "" if p.last is None else p.last, "events": p.count}
+            attrs = {
+                "inputFiles": p.file,
+                "files": 1,
+                "firstEvent": p.first,
+                "lastEvent": "" if p.last is None else p.last,
+                "events": p.count,
+            }
             est = budget.estimate(p.count)
             if est is not None:
                 attrs["estSeconds"] = f"{est:.0f}"
-            env = {**inputdata.slice_env([p.file]), "JIM_FIRST_EVENT": str(p.first),
-                   "JIM_LAST_EVENT": "" if p.last is None else str(p.last), "JIM_EVENTS": str(p.count)}
+            env = {
+                **inputdata.slice_env([p.file]),
+                "JIM_FIRST_EVENT": str(p.first),
+                "JIM_LAST_EVENT": "" if p.last is None else str(p.last),
+                "JIM_EVENTS": str(p.count),
+            }
             slices.append(LocalSlice(attrs=attrs, env=env))
         total = sum(f.events for f in files)
-        return Plan(slices, budget.binding,
-                    f"{total} events in {len(files)} input files, {len(slices)} local jobs of up to "
-                    f"{budget.per_job} events, none spanning two files (binding: {budget.binding.replace('-', ' ')})",
-                    attrs={"total": total, "perJob": budget.per_job,
-                           "cpuPerEvent": f"{budget.cpu_per_event:g}" if budget.cpu_per_event else None})
+        return Plan(
+            slices,
+            budget.binding,
+            f"{total} events in {len(files)} input files, {len(slices)} local jobs of up to "
+            f"{budget.per_job} events, none spanning two files (binding: {budget.binding.replace('-', ' ')})",
+            attrs={
+                "total": total,
+                "perJob": budget.per_job,
+                "cpuPerEvent": f"{budget.cpu_per_event:g}" if budget.cpu_per_event else None,
+            },
+        )
 
     def _by_lumis(self, desc, entries, cap, mode) -> Plan:
         files = [LumiFile(e.name, inputdata.lumis(e, 1), inputdata.count(e, 0, "events") or 0) for e in entries]
         if not any(f.lumis for f in files):
             raise InvalidAttribute(f"splitting={mode} needs the files' lumi sections: (NAME EVENTS RUN:LUMIS ...)")
-        common = {"split_on_run": bool(self.opts["split_on_run"]),
-                  "halt_on_file_boundaries": bool(self.opts["halt_on_file_boundaries"]),
-                  "lumi_mask": self._lumi_mask(desc), "run_whitelist": self._run_whitelist(desc), "max_jobs": cap}
+        common = {
+            "split_on_run": bool(self.opts["split_on_run"]),
+            "halt_on_file_boundaries": bool(self.opts["halt_on_file_boundaries"]),
+            "lumi_mask": self._lumi_mask(desc),
+            "run_whitelist": self._run_whitelist(desc),
+            "max_jobs": cap,
+        }
         if mode == "lumis":
             user = desc.get_int("lumisperjob", None, minimum=1)
-            per_job, binding = (user, "user-lumis-per-job") if user else \
-                (int(self.opts["lumis_per_job"]), "default-lumis-per-job")
+            per_job, binding = (
+                (user, "user-lumis-per-job") if user else (int(self.opts["lumis_per_job"]), "default-lumis-per-job")
+            )
             pieces = split_lumis(files, per_job, **common)
             what = f"up to {per_job} lumi sections"
         else:
-            budget = self.event_budget(desc, safety=float(self.opts["safety"]),
-                                       default_per_job=self._default_events())
+            budget = self.event_budget(desc, safety=float(self.opts["safety"]), default_per_job=self._default_events())
             per_job, binding = budget.per_job, budget.binding
-            pieces = split_event_aware(files, per_job, time_per_event=budget.seconds_per_event or 0.0,
-                                       job_time_limit=budget.limit.seconds if budget.seconds_per_event else None,
-                                       **common)
+            pieces = split_event_aware(
+                files,
+                per_job,
+                time_per_event=budget.seconds_per_event or 0.0,
+                job_time_limit=budget.limit.seconds if budget.seconds_per_event else None,
+                **common,
+            )
             what = f"about {per_job} events of whole lumi sections"
         slices = []
         for p in pieces:
             mask = json.dumps({str(r): v for r, v in p.mask().items()}, separators=(",", ":"))
-            attrs = {"files": len(p.files), "inputFiles": " ".join(p.files), "lumis": p.count,
-                     "runs": " ".join(map(str, p.runs)), "estimatedEvents": f"{p.estimated_events:g}"}
+            attrs = {
+                "files": len(p.files),
+                "inputFiles": " ".join(p.files),
+                "lumis": p.count,
+                "runs": " ".join(map(str, p.runs)),
+                "estimatedEvents": f"{p.estimated_events:g}",
+            }
             env = {**inputdata.slice_env(p.files), "JIM_LUMI_MASK": mask, "JIM_RUNS": " ".join(map(str, p.runs))}
             slices.append(LocalSlice(attrs=attrs, env=env, failed_on_creation=p.failed_on_creation))
         failed = sum(1 for s in slices if s.failed_on_creation)
-        expl = (f"{sum(s.attrs['lumis'] for s in slices)} lumi sections of {len(files)} input files in "
-                f"{len(slices)} local jobs of {what} (binding: {binding.replace('-', ' ')})")
+        expl = (
+            f"{sum(s.attrs['lumis'] for s in slices)} lumi sections of {len(files)} input files in "
+            f"{len(slices)} local jobs of {what} (binding: {binding.replace('-', ' ')})"
+        )
         if failed:
             expl += f"; {failed} lumi section(s) too long for the time limit failed on creation"
         return Plan(slices, binding, expl, attrs={"perJob": per_job, "failedOnCreation": failed or None})
@@ -206,7 +251,7 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         except ValueError as e:
             raise InvalidAttribute(f"lumimask is not JSON: {e}") from None
         if not isinstance(mask, dict):
-            raise InvalidAttribute("lumimask must be a JSON object: {\"run\": [[first, last], ...]}")
+            raise InvalidAttribute('lumimask must be a JSON object: {"run": [[first, last], ...]}')
         return mask
 
     @staticmethod

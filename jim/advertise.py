@@ -159,8 +159,11 @@ def run(config: Config, *, collector: str | None = None, as_json: bool = False, 
     target = collector or config.advertise.collector
     if target:
         send(attrs, target)
-        print(f"advertised {attrs['Name']} ({len(attrs['JimQueues'])} queue(s), "
-              f"free slots {'unknown' if attrs['JimFreeSlots'] is None else attrs['JimFreeSlots']}) "
-              f"to {target}", file=sys.stderr)
+        print(
+            f"advertised {attrs['Name']} ({len(attrs['JimQueues'])} queue(s), "
+            f"free slots {'unknown' if attrs['JimFreeSlots'] is None else attrs['JimFreeSlots']}) "
+            f"to {target}",
+            file=sys.stderr,
+        )
     sys.stdout.write(to_json(attrs) if as_json else to_old(attrs))
     return 0

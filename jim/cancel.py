@@ -91,5 +91,9 @@ def _record_ends(home: Home, rec: GridJob, batch_ids: dict[int, str]) -> None:
         if ec is not None and ec.succeeded:
             lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
         else:
-            lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=ec.code if ec else None,
-                         reason="cancelled" + ("" if submitted else " before it was submitted"))
+            lj.set_state(
+                LocalState.CANCELLED,
+                evidence=Evidence.CANCEL,
+                exit_code=ec.code if ec else None,
+                reason="cancelled" + ("" if submitted else " before it was submitted"),
+            )

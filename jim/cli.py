@@ -151,16 +151,33 @@ def _log_exception(where: str) -> None:
 
 # ---------------------------------------------------------------------------
 
+
 def _parser(only: str | None = None) -> Any:
     """The argument parser; with ``only``, just that command's (building them all costs 20 ms)."""
     import argparse  # (lazy: poll parses its own arguments)
 
-    names = ("submit", "poll", "cancel", "status", "list", "plan", "handlers", "doctor", "advertise", "serve",
-             "gram-install", background.WORKER_COMMAND, background.MONITOR_COMMAND)
-    want = (lambda name: True) if only not in names else (lambda name: name == only)  # noqa: E731
+    names = (
+        "submit",
+        "poll",
+        "cancel",
+        "status",
+        "list",
+        "plan",
+        "handlers",
+        "doctor",
+        "advertise",
+        "serve",
+        "gram-install",
+        background.WORKER_COMMAND,
+        background.MONITOR_COMMAND,
+    )
+    want = (lambda name: True) if only not in names else (lambda name: name == only)
 
-    p = argparse.ArgumentParser(prog="jim", description="jim: a site-side grid job manager",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="jim",
+        description="jim: a site-side grid job manager",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log to stderr too, with debug detail")
     p.add_argument("-q", "--quiet", action="store_true", help="log errors only")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -168,7 +185,9 @@ def _parser(only: str | None = None) -> Any:
     def add_desc(sp, required=True):
         g = sp.add_mutually_exclusive_group(required=required)
         g.add_argument("--rsl", help="the job description as GRAM RSL")
-        g.add_argument("--description", metavar="FILE", help="the job description as JSON (attribute -> list of strings)")
+        g.add_argument(
+            "--description", metavar="FILE", help="the job description as JSON (attribute -> list of strings)"
+        )
         g.add_argument("--jdl", metavar="FILE", help="the job description as a JDL / ClassAd file")
 
     if want("submit"):
@@ -205,8 +224,11 @@ def _parser(only: str | None = None) -> Any:
         sp.add_argument("--json", action="store_true", help="print the ad as ClassAd JSON")
     if want("serve"):
         sp = sub.add_parser("serve", help="read-only web view of the database")
-        sp.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1: this machine only; there is no authentication)")
+        sp.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="address to listen on (default 127.0.0.1: this machine only; there is no authentication)",
+        )
         sp.add_argument("--port", type=int, default=8642, help="port (default 8642; 0 picks a free one)")
     if want("gram-install"):
         sub.add_parser("gram-install", help="install the GRAM5 glue (run as root)", add_help=False)

@@ -150,9 +150,11 @@ def _section(cls: type[T], table: dict[str, Any], where: str) -> T:
         if key not in known:
             raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
         default = known[key].default
-        if isinstance(default, bool) != isinstance(value, bool) or (
-                isinstance(default, (int, float)) and not isinstance(value, (int, float))) or (
-                isinstance(default, str) and not isinstance(value, str)):
+        if (
+            isinstance(default, bool) != isinstance(value, bool)
+            or (isinstance(default, (int, float)) and not isinstance(value, (int, float)))
+            or (isinstance(default, str) and not isinstance(value, str))
+        ):
             raise ConfigError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
         if isinstance(default, float):
             value = float(value)

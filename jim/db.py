@@ -56,7 +56,8 @@ _TERMINAL_NAMES = frozenset(s.value for s in LocalState if s.terminal)
 # evaluated in C: iterating thousands of elements in Python costs tens of ms a pass
 _LOCAL_STATES = etree.XPath("localjobs/localjob/@state", smart_strings=False)
 _UNSPLIT = etree.XPath(
-    "boolean(localjobs/localjob[not(@batchId)][not(%s)])" % " or ".join(f"@state='{n}'" for n in sorted(_TERMINAL_NAMES))
+    "boolean(localjobs/localjob[not(@batchId)][not(%s)])"
+    % " or ".join(f"@state='{n}'" for n in sorted(_TERMINAL_NAMES))
 )
 
 SCHEMA_VERSION = "1"
@@ -97,6 +98,7 @@ def _clean(value: Any) -> str:
 # ---------------------------------------------------------------------------
 # Typed views of the elements
 # ---------------------------------------------------------------------------
+
 
 class LocalJob:
     """One <localjob> element."""
@@ -154,9 +156,15 @@ class LocalJob:
                 out[p.get("name")] = p.get("value")
         return out
 
-    def set_state(self, new: LocalState, *, evidence: Evidence | str | None = None,
-                  exit_code: int | None = None, reason: str | None = None,
-                  at: float | None = None) -> bool:
+    def set_state(
+        self,
+        new: LocalState,
+        *,
+        evidence: Evidence | str | None = None,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        at: float | None = None,
+    ) -> bool:
         """Move to ``new`` if the state machine allows it; record when and why.
 
         Returns True when the state changed.  A terminal state needs evidence.
@@ -302,8 +310,13 @@ class GridJob:
         """Aggregate the local states into the grid state; True when it changed."""
         prev = self.state
         counts = {LocalState(k): n for k, n in self.counts().items()}
-        new = aggregate_counts(counts, previous=prev, outputs_gathered=self.outputs_gathered,
-                               cancelled=self.cancel_requested, max_failed_fraction=max_failed_fraction)
+        new = aggregate_counts(
+            counts,
+            previous=prev,
+            outputs_gathered=self.outputs_gathered,
+            cancelled=self.cancel_requested,
+            max_failed_fraction=max_failed_fraction,
+        )
         self.root.set("HerdState", "WillSplit" if _UNSPLIT(self.root) else "Splitted")
         if new is prev:
             return False
@@ -365,6 +378,7 @@ class GridJob:
 # Building a new record
 # ---------------------------------------------------------------------------
 
+
 def _attribute_el(parent: etree._Element, name: str, values: list) -> None:
     a = etree.SubElement(parent, "attribute", name=_clean(name))
     for v in values:
@@ -376,16 +390,39 @@ def _attribute_el(parent: etree._Element, name: str, values: list) -> None:
             etree.SubElement(a, "value").text = _clean(v)
 
 
-def new_record(job_id: str, *, jobtype: str, name: str, owner: str, adapter: str,
-               description: dict[str, list], source_format: str, source_text: str,
-               plan: dict[str, Any], explanation: str, slices: list[dict[str, Any]],
-               meta: dict[str, str] | None = None, created: float | None = None) -> GridJob:
+def new_record(
+    job_id: str,
+    *,
+    jobtype: str,
+    name: str,
+    owner: str,
+    adapter: str,
+    description: dict[str, list],
+    source_format: str,
+    source_text: str,
+    plan: dict[str, Any],
+    explanation: str,
+    slices: list[dict[str, Any]],
+    meta: dict[str, str] | None = None,
+    created: float | None = None,
+) -> GridJob:
     """A fresh record: grid job PENDING, every local job PLANNED (or FAILED on creation)."""
     stamp = now_iso(created)
-    root = etree.Element("gridjob", schemaVersion=SCHEMA_VERSION, id=job_id, jobtype=jobtype,
-                         name=_clean(name)[:200], owner=_clean(owner), adapter=adapter,
-                         state=GramState.PENDING.name, created=stamp, updated=stamp,
-                         MasterJobID=job_id, HerdState="WillSplit", cancelRequested="false")
+    root = etree.Element(
+        "gridjob",
+        schemaVersion=SCHEMA_VERSION,
+        id=job_id,
+        jobtype=jobtype,
+        name=_clean(name)[:200],
+        owner=_clean(owner),
+        adapter=adapter,
+        state=GramState.PENDING.name,
+        created=stamp,
+        updated=stamp,
+        MasterJobID=job_id,
+        HerdState="WillSplit",
+        cancelRequested="false",
+    )
     doc = etree.ElementTree(root)
     root.addprevious(stylesheet_pi())
     desc_el = etree.SubElement(root, "description", format=source_format)
@@ -401,14 +438,16 @@ def new_record(job_id: str, *, jobtype: str, name: str, owner: str, adapter: str
     root.append(_localjobs_element(job_id, slices, stamp))
     for lj_el, sl in zip(root.find("localjobs"), slices):
         if sl.get("failed_on_creation"):
-            LocalJob(lj_el).set_state(LocalState.FAILED, evidence=Evidence.CREATION,
-                                      reason=sl["failed_on_creation"], exit_code=1, at=created)
+            LocalJob(lj_el).set_state(
+                LocalState.FAILED, evidence=Evidence.CREATION, reason=sl["failed_on_creation"], exit_code=1, at=created
+            )
     del doc
     return GridJob(root)
 
 
-_ATTR_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
-                               "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"})
+_ATTR_ESCAPES = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
+)
 _ATTR_SPECIAL = re.compile('[&<>"\n\r\t]')
 
 
@@ -426,14 +465,18 @@ def _localjobs_element(job_id: str, slices: list[dict[str, Any]], stamp: str) ->
     parts = ["<localjobs>"]
     for k, sl in enumerate(slices):
         queue = sl.get("queue")
-        attrs = "".join(f" {a}={q(v)}" for a, v in sl.items()
-                        if a not in ("failed_on_creation", "queue", "params") and v is not None)
+        attrs = "".join(
+            f" {a}={q(v)}"
+            for a, v in sl.items()
+            if a not in ("failed_on_creation", "queue", "params") and v is not None
+        )
         params = "".join(f"<param name={q(n)} value={q(v)}/>" for n, v in (sl.get("params") or {}).items())
         parts.append(
             f'<localjob index="{k}" tag="{job_id}.{k}" MasterJobID="{job_id}" SplitID="{k}" '
             f'HerdState="WillSplit" state="{planned}"' + (f" queue={q(queue)}" if queue else "") + ">"
             f"<slice{attrs}>{params}</slice>"
-            f'<history><state name="{planned}" at="{stamp}"/></history><progress/></localjob>')
+            f'<history><state name="{planned}" at="{stamp}"/></history><progress/></localjob>'
+        )
     parts.append("</localjobs>")
     return etree.fromstring("".join(parts), _PARSER)
 
@@ -524,8 +567,11 @@ class Database:
         """
         with locked(self.home.db_lock(job_id), self.lock_timeout):
             key = known.disk_key if known is not None else None
-            job = known if key is not None and key == disk_key(self.home.record(job_id), missing=True) \
+            job = (
+                known
+                if key is not None and key == disk_key(self.home.record(job_id), missing=True)
                 else self.read(job_id)
+            )
             before = job.tostring() if compare else None
             state_before = job.state
             try:
@@ -574,9 +620,17 @@ class Database:
 
     @staticmethod
     def _index_entry(job: GridJob) -> etree._Element:
-        return etree.Element("job", id=job.id, state=job.state.name, jobtype=job.jobtype,
-                             name=job.get("name", ""), created=job.get("created"), updated=job.get("updated"),
-                             localJobs=str(len(job.root.find("localjobs"))), owner=job.get("owner", ""))
+        return etree.Element(
+            "job",
+            id=job.id,
+            state=job.state.name,
+            jobtype=job.jobtype,
+            name=job.get("name", ""),
+            created=job.get("created"),
+            updated=job.get("updated"),
+            localJobs=str(len(job.root.find("localjobs"))),
+            owner=job.get("owner", ""),
+        )
 
     def _write_index(self, root: etree._Element) -> None:
         """The index, with the stylesheet instruction so that a browser renders it too."""

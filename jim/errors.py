@@ -67,8 +67,14 @@ class JimError(Exception):
     gram_error: int = GramError.JOB_EXECUTION_FAILED
     transient: bool = False
 
-    def __init__(self, message: str, *, cause: BaseException | None = None,
-                 gram_error: int | None = None, transient: bool | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        cause: BaseException | None = None,
+        gram_error: int | None = None,
+        transient: bool | None = None,
+    ):
         super().__init__(message)
         self.message = " ".join(str(message).split())  # always one line
         self.cause = cause
@@ -131,8 +137,16 @@ class BatchError(JimError):
 
     gram_error = GramError.JOB_EXECUTION_FAILED
 
-    def __init__(self, message: str, *, argv: list[str] | tuple[str, ...] = (), returncode: int | None = None,
-                 stdout: str = "", stderr: str = "", **kw):
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: list[str] | tuple[str, ...] = (),
+        returncode: int | None = None,
+        stdout: str = "",
+        stderr: str = "",
+        **kw,
+    ):
         super().__init__(message, **kw)
         self.argv = list(argv)
         self.returncode = returncode
@@ -141,8 +155,10 @@ class BatchError(JimError):
 
     def details(self) -> str:
         """The full story, for the log (never for the protocol line)."""
-        return (f"{self.message}\n  argv: {self.argv!r}\n  exit code: {self.returncode}\n"
-                f"  stdout: {self.stdout!r}\n  stderr: {self.stderr!r}")
+        return (
+            f"{self.message}\n  argv: {self.argv!r}\n  exit code: {self.returncode}\n"
+            f"  stdout: {self.stdout!r}\n  stderr: {self.stderr!r}"
+        )
 
 
 class SubmitError(BatchError):

@@ -31,29 +31,79 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Union
+from typing import Any
 
-from jim.errors import (DescriptionError, InvalidAttribute, InvalidCount, RslSyntaxError,
-                        UnknownAttribute)
+from jim.errors import DescriptionError, InvalidAttribute, InvalidCount, RslSyntaxError, UnknownAttribute
 
-Value = Union[str, list]
+Value = str | list
 
 #: Attributes of GRAM5's own .rvf (globus-gram-job-manager.rvf), canonical.
-GRAM_ATTRIBUTES = frozenset("""
-arguments count directory executable environment jobtype maxtime maxwalltime maxcputime
-grammyjob stdin stdout stderr queue project hostcount dryrun maxmemory minmemory savestate
-twophase restart stdoutposition stderrposition remoteiourl filestagein filestageinshared
-filestageout filecleanup gasscache proxytimeout librarypath savejobdescription username
-scratchdir rslsubstitution expiration emailaddress emailonabort emailonexecution
-emailonsuspend emailontermination
-""".split())
+GRAM_ATTRIBUTES = frozenset(
+    [
+        "arguments",
+        "count",
+        "directory",
+        "executable",
+        "environment",
+        "jobtype",
+        "maxtime",
+        "maxwalltime",
+        "maxcputime",
+        "grammyjob",
+        "stdin",
+        "stdout",
+        "stderr",
+        "queue",
+        "project",
+        "hostcount",
+        "dryrun",
+        "maxmemory",
+        "minmemory",
+        "savestate",
+        "twophase",
+        "restart",
+        "stdoutposition",
+        "stderrposition",
+        "remoteiourl",
+        "filestagein",
+        "filestageinshared",
+        "filestageout",
+        "filecleanup",
+        "gasscache",
+        "proxytimeout",
+        "librarypath",
+        "savejobdescription",
+        "username",
+        "scratchdir",
+        "rslsubstitution",
+        "expiration",
+        "emailaddress",
+        "emailonabort",
+        "emailonexecution",
+        "emailonsuspend",
+        "emailontermination",
+    ]
+)
 
 #: Attributes GRAM's job manager adds before a module sees the description.
-GRAM_INTERNAL_ATTRIBUTES = frozenset("""
-uniqid jobid cachetag jobdir statefile streamingdisabled streamingrequested filestreamout
-useforkstarter emitcondorprocesses x509userproxy logfile
-""".split())
+GRAM_INTERNAL_ATTRIBUTES = frozenset(
+    [
+        "uniqid",
+        "jobid",
+        "cachetag",
+        "jobdir",
+        "statefile",
+        "streamingdisabled",
+        "streamingrequested",
+        "filestreamout",
+        "useforkstarter",
+        "emitcondorprocesses",
+        "x509userproxy",
+        "logfile",
+    ]
+)
 
 #: jim's own RSL extensions (declared in jim.rvf), with a one-line meaning.
 JIM_ATTRIBUTES = {
@@ -112,8 +162,9 @@ class JobDescription:
             raise InvalidAttribute(f"attribute {name} takes one value, got {len(vals)}: {' '.join(vals)}")
         return vals[0]
 
-    def get_int(self, name: str, default: int | None = None, *, minimum: int | None = None,
-                error=InvalidAttribute) -> int | None:
+    def get_int(
+        self, name: str, default: int | None = None, *, minimum: int | None = None, error=InvalidAttribute
+    ) -> int | None:
         raw = self.get(name)
         if raw is None:
             return default
@@ -170,8 +221,10 @@ class JobDescription:
         known = GRAM_ATTRIBUTES | GRAM_INTERNAL_ATTRIBUTES | set(JIM_ATTRIBUTES) | set(extra)
         unknown = sorted(set(self.attrs) - known)
         if unknown:
-            raise UnknownAttribute(f"the RSL attribute {unknown[0]!r} is not supported by jim"
-                                   + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else ""))
+            raise UnknownAttribute(
+                f"the RSL attribute {unknown[0]!r} is not supported by jim"
+                + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else "")
+            )
 
     def wall_seconds(self) -> int | None:
         """The wall-time limit of each local job, in seconds, from GRAM's ``maxwalltime`` (else
@@ -183,11 +236,13 @@ class JobDescription:
             try:
                 minutes = int(raw.strip(), 10)
             except ValueError:
-                raise InvalidAttribute(f"{name} must be a whole number of minutes, got {raw!r}",
-                                       gram_error=bad) from None
+                raise InvalidAttribute(
+                    f"{name} must be a whole number of minutes, got {raw!r}", gram_error=bad
+                ) from None
             if minutes < 1:
-                raise InvalidAttribute(f"{name} must be at least 1 minute, got {minutes}",
-                                       gram_error=102 if name == "maxwalltime" else bad)
+                raise InvalidAttribute(
+                    f"{name} must be at least 1 minute, got {minutes}", gram_error=102 if name == "maxwalltime" else bad
+                )
             return minutes * 60
         return None
 
@@ -197,8 +252,7 @@ class JobDescription:
         self.wall_seconds()
         jobtype = self.get("jobtype")
         if jobtype is not None and jobtype.lower() not in GRAM_JOBTYPES:
-            raise InvalidAttribute(f"jobtype must be one of {', '.join(GRAM_JOBTYPES)}, got {jobtype!r}",
-                                   gram_error=19)
+            raise InvalidAttribute(f"jobtype must be one of {', '.join(GRAM_JOBTYPES)}, got {jobtype!r}", gram_error=19)
         exe = self.get("executable")
         if exe is not None and (not exe or "\0" in exe):
             raise InvalidAttribute("executable must be a non-empty path")
@@ -211,6 +265,7 @@ class JobDescription:
 # --------------------------------------------------------------------------
 # JSON (what the GRAM module hands over)
 # --------------------------------------------------------------------------
+
 
 def _norm_value(v: Any, where: str) -> Value:
     if isinstance(v, str):
@@ -241,7 +296,9 @@ def parse_json(text: str) -> JobDescription:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise DescriptionError(f"job description is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        raise DescriptionError(
+            f"job description is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        ) from None
     return from_mapping(data, source_format="json", source_text=text)
 
 
@@ -308,7 +365,7 @@ class _RslParser:
         start = self.i
         while self.i < len(self.s) and self.s[self.i] not in _SPECIAL:
             self.i += 1
-        name = self.s[start:self.i]
+        name = self.s[start : self.i]
         if not name:
             raise self.error("expected an attribute name")
         op = self.peek()
@@ -375,7 +432,7 @@ class _RslParser:
             self.i += 1
         if start == self.i:
             raise self.error(f"unexpected {c!r}")
-        return self.s[start:self.i]
+        return self.s[start : self.i]
 
     def quoted(self, q: str) -> str:
         self.i += 1
@@ -384,7 +441,7 @@ class _RslParser:
             j = self.s.find(q, self.i)
             if j < 0:
                 raise self.error(f"unterminated quoted string (missing {q})")
-            out.append(self.s[self.i:j])
+            out.append(self.s[self.i : j])
             if j + 1 < len(self.s) and self.s[j + 1] == q:
                 out.append(q)
                 self.i = j + 2
@@ -400,7 +457,7 @@ class _RslParser:
         start = self.i
         while self.i < len(self.s) and self.s[self.i] not in _SPECIAL:
             self.i += 1
-        name = self.s[start:self.i]
+        name = self.s[start : self.i]
         self.expect(")")
         if name in self.subst:
             return self.subst[name]
@@ -429,6 +486,7 @@ def parse_rsl(text: str, env: dict[str, str] | None = None) -> JobDescription:
 # JDL / ClassAd
 # --------------------------------------------------------------------------
 
+
 def _classad_module():
     try:
         import classad2 as classad  # htcondor >= 24
@@ -454,7 +512,7 @@ def parse_jdl(text: str) -> JobDescription:
     if len(ad) == 0 and text.strip():
         raise DescriptionError("JDL does not parse as a ClassAd (no attributes found)")
     attrs: dict[str, list[Value]] = {}
-    for key in ad.keys():
+    for key in ad.keys():  # noqa: SIM118 (a ClassAd, not a dict)
         raw = ad.lookup(key)
         name = canonical(key)
         try:
@@ -497,12 +555,15 @@ def _jdl_values(name: str, value: Any, raw: Any) -> list[Value]:
 
 # --------------------------------------------------------------------------
 
+
 def to_rsl(desc: JobDescription) -> str:
     """Render a description as RSL (for display and logs)."""
+
     def lit(v: Value) -> str:
         if isinstance(v, list):
             return "(" + " ".join(lit(x) for x in v) + ")"
         if v and not any(c in _SPECIAL for c in v):
             return v
         return '"' + v.replace('"', '""') + '"'
+
     return "&" + "".join(f"({k}={' '.join(lit(v) for v in vals)})" for k, vals in desc.attrs.items())

@@ -117,8 +117,9 @@ class Memo:
     """The last accounting answer: (status answer's time, ids asked, answer)."""
 
 
-def refresh(config: Config, db: Database, adapter: Adapter, *, now: float | None = None,
-            memo: Memo | None = None) -> int:
+def refresh(
+    config: Config, db: Database, adapter: Adapter, *, now: float | None = None, memo: Memo | None = None
+) -> int:
     """One monitoring pass over every active grid job (see the module docstring); returns how many
     remain active.  ``memo`` (kept by the long-lived monitor) lets a pass skip a grid job when nothing
     that could change it has changed; every grid job is still looked at once a minute."""
@@ -129,8 +130,10 @@ def refresh(config: Config, db: Database, adapter: Adapter, *, now: float | None
     result = _query(adapter, batch_ids)
     dirs = {job_id: localfiles.started_dirs(db.home.job_dir(job_id) / "local") for job_id in mtimes}
     accounting = _accounting(adapter, db, memo, result, batch_ids) if result.ok else {}
-    return sum(_refresh_job(config, db, adapter, memo, job_id, mtime, result, accounting, dirs[job_id], now)
-               for job_id, mtime in mtimes.items())
+    return sum(
+        _refresh_job(config, db, adapter, memo, job_id, mtime, result, accounting, dirs[job_id], now)
+        for job_id, mtime in mtimes.items()
+    )
 
 
 def _collect(db: Database, memo: Memo) -> dict[str, int]:
@@ -164,8 +167,9 @@ def _query(adapter: Adapter, batch_ids: list[str]) -> QueryResult:
     return result
 
 
-def _accounting(adapter: Adapter, db: Database, memo: Memo, result: QueryResult,
-                batch_ids: list[str]) -> dict[str, BatchStatus]:
+def _accounting(
+    adapter: Adapter, db: Database, memo: Memo, result: QueryResult, batch_ids: list[str]
+) -> dict[str, BatchStatus]:
     """Accounting records of the jobs absent from the queue (or ended there) without an exit-code
     file, asked at most once per status answer.
 
@@ -176,8 +180,9 @@ def _accounting(adapter: Adapter, db: Database, memo: Memo, result: QueryResult,
     """
     absent = {b for b in batch_ids if (st := result.lookup(b)) is None or st.state.terminal}
     # a (cached) answer older than a grid job's latest submission says nothing of those jobs
-    too_new = {b for seen in memo.seen.values() if seen.newest > result.at for b in seen.batch_ids
-               if result.lookup(b) is None}
+    too_new = {
+        b for seen in memo.seen.values() if seen.newest > result.at for b in seen.batch_ids if result.lookup(b) is None
+    }
     wanted = absent - too_new - _with_exit_file(db, memo, absent)
     if not wanted:
         return {}
@@ -195,12 +200,22 @@ def _accounting(adapter: Adapter, db: Database, memo: Memo, result: QueryResult,
 
 def _with_exit_file(db: Database, memo: Memo, absent: set[str]) -> set[str]:
     """Those of ``absent`` whose wrapper wrote an exit-code file (no accounting needed for them)."""
-    return {bid for job_id, seen in memo.seen.items() for bid, index in seen.batch_ids.items()
-            if bid in absent and localfiles.has_exit(db.home.local_dir(job_id, index))}
+    return {
+        bid
+        for job_id, seen in memo.seen.items()
+        for bid, index in seen.batch_ids.items()
+        if bid in absent and localfiles.has_exit(db.home.local_dir(job_id, index))
+    }
 
 
-def _signature(config: Config, seen: _Seen, result: QueryResult, accounting: dict[str, BatchStatus],
-               dirs: dict[int, tuple[int, int]], now: float) -> object:
+def _signature(
+    config: Config,
+    seen: _Seen,
+    result: QueryResult,
+    accounting: dict[str, BatchStatus],
+    dirs: dict[int, tuple[int, int]],
+    now: float,
+) -> object:
     """Everything a pass would apply to a grid job: when it equals the last one, nothing can change."""
     statuses = tuple((b, result.statuses.get(b)) for b in seen.batch_ids) if result.ok else None
     # time matters too: a job absent without evidence turns LOST after a grace period
@@ -209,9 +224,18 @@ def _signature(config: Config, seen: _Seen, result: QueryResult, accounting: dic
     return (statuses, tuple(sorted(dirs.items())), tick, tuple(b for b in seen.batch_ids if b in accounting))
 
 
-def _refresh_job(config: Config, db: Database, adapter: Adapter, memo: Memo, job_id: str, mtime: int,
-                 result: QueryResult, accounting: dict[str, BatchStatus], dirs: dict[int, tuple[int, int]],
-                 now: float) -> int:
+def _refresh_job(
+    config: Config,
+    db: Database,
+    adapter: Adapter,
+    memo: Memo,
+    job_id: str,
+    mtime: int,
+    result: QueryResult,
+    accounting: dict[str, BatchStatus],
+    dirs: dict[int, tuple[int, int]],
+    now: float,
+) -> int:
     """Bring one grid job up to date; 1 while it stays active, else 0."""
     seen = memo.seen[job_id]
     signature = _signature(config, seen, result, accounting, dirs, now)
@@ -232,23 +256,45 @@ def _refresh_job(config: Config, db: Database, adapter: Adapter, memo: Memo, job
         return 1
 
 
-def _apply_all(config: Config, db: Database, adapter: Adapter, rec: GridJob, result: QueryResult,
-               accounting: dict[str, BatchStatus], dirs: dict[int, tuple[int, int]], now: float,
-               jlog: logging.LoggerAdapter[logging.Logger]) -> None:
+def _apply_all(
+    config: Config,
+    db: Database,
+    adapter: Adapter,
+    rec: GridJob,
+    result: QueryResult,
+    accounting: dict[str, BatchStatus],
+    dirs: dict[int, tuple[int, int]],
+    now: float,
+    jlog: logging.LoggerAdapter[logging.Logger],
+) -> None:
     """Apply the pass to every local job of a record (under its lock), cancel overdue holds, aggregate."""
     mon = config.monitor
     for lj in rec.local_jobs():
-        apply_local(lj, db.home.local_dir(rec.id, lj.index), result, accounting, now=now,
-                    lost_grace=mon.lost_grace, cancelled=rec.cancel_requested,
-                    accounting_slack=mon.accounting_slack, files=lj.index in dirs)
+        apply_local(
+            lj,
+            db.home.local_dir(rec.id, lj.index),
+            result,
+            accounting,
+            now=now,
+            lost_grace=mon.lost_grace,
+            cancelled=rec.cancel_requested,
+            accounting_slack=mon.accounting_slack,
+            files=lj.index in dirs,
+        )
     overdue = overdue_holds(rec, now, mon.held_timeout)
     if overdue:
         _cancel_overdue(adapter, overdue, mon.held_timeout, jlog)
     rec.recompute(max_failed_fraction=config.site.max_failed_fraction)
 
 
-def _follow_up(config: Config, db: Database, memo: Memo, rec: GridJob, signature: object,
-               jlog: logging.LoggerAdapter[logging.Logger]) -> int:
+def _follow_up(
+    config: Config,
+    db: Database,
+    memo: Memo,
+    rec: GridJob,
+    signature: object,
+    jlog: logging.LoggerAdapter[logging.Logger],
+) -> int:
     """After a grid job was updated: gather its outputs once all its local jobs ended, restart its
     worker if it needs one; 1 while it stays active."""
     job_id = rec.id
@@ -256,8 +302,13 @@ def _follow_up(config: Config, db: Database, memo: Memo, rec: GridJob, signature
     if all(lj.state.terminal for lj in local_jobs) and not rec.outputs_gathered:
         if finalize(db, job_id, max_failed_fraction=config.site.max_failed_fraction):
             final = db.read(job_id)
-            jlog.info("grid job %s: outputs gathered in %s; %s exit code %s", job_id, final.output_tar,
-                      final.state.name, final.exit_code)
+            jlog.info(
+                "grid job %s: outputs gathered in %s; %s exit code %s",
+                job_id,
+                final.output_tar,
+                final.state.name,
+                final.exit_code,
+            )
             seg.emit(final)
             memo.seen.pop(job_id, None)
             return 0
@@ -278,9 +329,18 @@ def _follow_up(config: Config, db: Database, memo: Memo, rec: GridJob, signature
 # ---------------------------------------------------------------------------
 
 
-def apply_local(lj: LocalJob, local_dir: Path, result: QueryResult, accounting: dict[str, BatchStatus], *,
-                now: float, lost_grace: float, cancelled: bool, accounting_slack: float = 300.0,
-                files: bool = True) -> None:
+def apply_local(
+    lj: LocalJob,
+    local_dir: Path,
+    result: QueryResult,
+    accounting: dict[str, BatchStatus],
+    *,
+    now: float,
+    lost_grace: float,
+    cancelled: bool,
+    accounting_slack: float = 300.0,
+    files: bool = True,
+) -> None:
     """Bring one local job up to date (see the module docstring for the order of evidence).
 
     ``files=False`` says the wrapper has not started (no directory): no files to read.
@@ -316,8 +376,9 @@ def merge_reports(lj: LocalJob, local_dir: Path, now: float) -> None:
         lj.set("heartbeat", now_iso(heartbeat))
 
 
-def _in_queue(lj: LocalJob, status: BatchStatus, ec: localfiles.ExitFile | None, acct: BatchStatus | None,
-              cancelled: bool) -> None:
+def _in_queue(
+    lj: LocalJob, status: BatchStatus, ec: localfiles.ExitFile | None, acct: BatchStatus | None, cancelled: bool
+) -> None:
     """The batch system shows the job: its state; a terminal one says how it ended by the best evidence."""
     lj.el.attrib.pop("absentSince", None)
     if status.host:
@@ -337,9 +398,12 @@ def _absent(lj: LocalJob, now: float, lost_grace: float) -> None:
     if since is None:
         lj.set("absentSince", now_iso(now))
     elif now - since >= lost_grace:
-        lj.set_state(LocalState.LOST, evidence=Evidence.ABSENT_AFTER_GRACE,
-                     reason=f"gone from the batch system for {now - since:.0f} s with no exit-code file "
-                            f"and no accounting record")
+        lj.set_state(
+            LocalState.LOST,
+            evidence=Evidence.ABSENT_AFTER_GRACE,
+            reason=f"gone from the batch system for {now - since:.0f} s with no exit-code file "
+            f"and no accounting record",
+        )
 
 
 def _terminal_from_exit_file(lj: LocalJob, ec: localfiles.ExitFile, cancelled: bool) -> None:
@@ -350,8 +414,7 @@ def _terminal_from_exit_file(lj: LocalJob, ec: localfiles.ExitFile, cancelled: b
         # (a signal to the wrapper, or to the job's processes directly), it was cancelled
         lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=ec.code, reason="cancelled")
     else:
-        lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=ec.code or 1,
-                     reason=ec.reason)
+        lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=ec.code or 1, reason=ec.reason)
 
 
 def _own_record(lj: LocalJob, record: BatchStatus | None, slack: float) -> BatchStatus | None:
@@ -389,15 +452,18 @@ def overdue_holds(job: GridJob, now: float, timeout: float) -> list[LocalJob]:
     return out
 
 
-def _cancel_overdue(adapter: Adapter, overdue: list[LocalJob], timeout: float,
-                    jlog: logging.LoggerAdapter[logging.Logger]) -> None:
+def _cancel_overdue(
+    adapter: Adapter, overdue: list[LocalJob], timeout: float, jlog: logging.LoggerAdapter[logging.Logger]
+) -> None:
     try:
         adapter.cancel([lj.batch_id for lj in overdue if lj.batch_id], 0.0)
     except JimError as e:
         jlog.error("could not cancel local jobs held too long (%s); will try again", e)
         return
     for lj in overdue:
-        why = (f"{lj.state.value.lower()} for more than {timeout:g} s ({lj.get('reason') or 'no reason given'}); "
-               f"cancelled by jim")
+        why = (
+            f"{lj.state.value.lower()} for more than {timeout:g} s ({lj.get('reason') or 'no reason given'}); "
+            f"cancelled by jim"
+        )
         lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, reason=why)
         jlog.warning("local job %d: %s", lj.index, why)

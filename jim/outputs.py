@@ -77,9 +77,14 @@ def gather(db: Database, job: GridJob) -> Path:
     home = db.home
     target = tar_path_for(db, job)
     root = job.id
-    manifest = {"grid_job": job.id, "jobtype": job.jobtype, "created": job.get("created"),
-                "gathered": now_iso(),
-                "plan": job.plan, "local_jobs": []}
+    manifest = {
+        "grid_job": job.id,
+        "jobtype": job.jobtype,
+        "created": job.get("created"),
+        "gathered": now_iso(),
+        "plan": job.plan,
+        "local_jobs": [],
+    }
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
@@ -88,8 +93,11 @@ def gather(db: Database, job: GridJob) -> Path:
             d = home.local_dir(job.id, k)
             sfx = _suffix(k, lj.batch_id)
             files = []
-            for name, arc in (("stdout", f"stdout.{sfx}"), ("stderr", f"stderr.{sfx}"),
-                              ("wrapper.log", f"wrapper.{sfx}.log")):
+            for name, arc in (
+                ("stdout", f"stdout.{sfx}"),
+                ("stderr", f"stderr.{sfx}"),
+                ("wrapper.log", f"wrapper.{sfx}.log"),
+            ):
                 if _add_file(tar, d / name, f"{root}/{arc}"):
                     files.append(arc)
             outdir = d / "outputs"
@@ -97,13 +105,24 @@ def gather(db: Database, job: GridJob) -> Path:
                 for f in sorted(outdir.iterdir()):
                     if f.is_file() and _add_file(tar, f, f"{root}/outputs/{f.name}"):
                         files.append(f"outputs/{f.name}")
-            manifest["local_jobs"].append({
-                "index": k, "tag": lj.tag, "batch_id": lj.batch_id, "slice": lj.slice,
-                "state": lj.state.value, "exit_code": lj.exit_code, "evidence": lj.evidence,
-                "reason": lj.get("reason"), "submitted": lj.get("submitted"), "started": lj.get("started"),
-                "ended": lj.get("ended"), "progress": [{"name": n, "done": a, "total": b} for n, a, b in lj.progress],
-                "files": files, "directory_missing": not d.is_dir(),
-            })
+            manifest["local_jobs"].append(
+                {
+                    "index": k,
+                    "tag": lj.tag,
+                    "batch_id": lj.batch_id,
+                    "slice": lj.slice,
+                    "state": lj.state.value,
+                    "exit_code": lj.exit_code,
+                    "evidence": lj.evidence,
+                    "reason": lj.get("reason"),
+                    "submitted": lj.get("submitted"),
+                    "started": lj.get("started"),
+                    "ended": lj.get("ended"),
+                    "progress": [{"name": n, "done": a, "total": b} for n, a, b in lj.progress],
+                    "files": files,
+                    "directory_missing": not d.is_dir(),
+                }
+            )
         _add_file(tar, home.job_dir(job.id) / "jim.log", f"{root}/jim.log")
         record = job.tostring()
         _add_bytes(tar, f"{root}/record.xml", record)
@@ -124,13 +143,18 @@ def _add_bytes(tar: tarfile.TarFile, arcname: str, data: bytes) -> None:
 
 
 def _manifest_text(m: dict) -> str:
-    lines = [f"grid job {m['grid_job']} ({m['jobtype']}), gathered {m['gathered']}", "",
-             f"{'#':>5}  {'state':<10} {'exit':>4}  {'evidence':<20} {'batch id':<24} slice"]
+    lines = [
+        f"grid job {m['grid_job']} ({m['jobtype']}), gathered {m['gathered']}",
+        "",
+        f"{'#':>5}  {'state':<10} {'exit':>4}  {'evidence':<20} {'batch id':<24} slice",
+    ]
     for lj in m["local_jobs"]:
         sl = " ".join(f"{k}={v}" for k, v in lj["slice"].items())
-        lines.append(f"{lj['index']:>5}  {lj['state']:<10} {'' if lj['exit_code'] is None else lj['exit_code']:>4}  "
-                     f"{lj['evidence'] or '':<20} {lj['batch_id'] or '':<24} {sl}"
-                     + ("  [directory missing]" if lj["directory_missing"] else ""))
+        lines.append(
+            f"{lj['index']:>5}  {lj['state']:<10} {'' if lj['exit_code'] is None else lj['exit_code']:>4}  "
+            f"{lj['evidence'] or '':<20} {lj['batch_id'] or '':<24} {sl}"
+            + ("  [directory missing]" if lj["directory_missing"] else "")
+        )
     return "\n".join(lines) + "\n"
 
 

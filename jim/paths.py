@@ -29,7 +29,7 @@ class Home:
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
 
-    def ensure(self) -> "Home":
+    def ensure(self) -> Home:
         """Create the directory tree, private to this user."""
         for d in (self.root, self.db, self.jobs, self.locks, self.cache, self.logdir):
             try:

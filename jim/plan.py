@@ -80,7 +80,8 @@ def _handler_class(desc: JobDescription) -> type[Handler]:
         stray = sorted(a for a in desc.attrs if _is_parameter_attr(a))
         if stray:
             raise InvalidAttribute(
-                f"attribute {stray[0]} makes a parametric job, but the job type is {desc.jimtype}: use jimtype=parametric"
+                f"attribute {stray[0]} makes a parametric job, but the job type is {desc.jimtype}: "
+                "use jimtype=parametric"
             )
     return cls
 
@@ -183,10 +184,14 @@ def render_dry_run(data: dict[str, Any]) -> str:
     attrs, jobs = data["plan"], data["jobs"]
     failed = sum(1 for j in jobs if j["failedOnCreation"])
     failed_note = f" ({failed} failed on creation)" if failed else ""
-    lines = [f"job type {data['jobtype']}: {data['localJobs']} local job(s){failed_note}; binding limit: {data['binding']}"]
+    lines = [
+        f"job type {data['jobtype']}: {data['localJobs']} local job(s){failed_note}; binding limit: {data['binding']}"
+    ]
     queue = data["queue"] or "(the batch system's default)"
     extra = f" on CE {attrs['ce']}" if attrs.get("ce") else ""
-    lines.append(f"queue: {queue}{extra}" + (f"; requirements: {attrs['requirements']}" if attrs.get("requirements") else ""))
+    lines.append(
+        f"queue: {queue}{extra}" + (f"; requirements: {attrs['requirements']}" if attrs.get("requirements") else "")
+    )
     if attrs.get("timeLimit"):
         longest = attrs.get("estSecondsPerJob")
         lines.append(

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 
 class LocalState(enum.Enum):
@@ -89,10 +89,10 @@ _RANK = {
     LocalState.SUSPENDED: 5,
 }
 _BACKWARDS_OK = {
-    (LocalState.HELD, LocalState.QUEUED),       # released
+    (LocalState.HELD, LocalState.QUEUED),  # released
     (LocalState.SUSPENDED, LocalState.RUNNING),  # resumed
-    (LocalState.RUNNING, LocalState.QUEUED),     # requeued by the batch system
-    (LocalState.RUNNING, LocalState.HELD),       # requeued and held
+    (LocalState.RUNNING, LocalState.QUEUED),  # requeued by the batch system
+    (LocalState.RUNNING, LocalState.HELD),  # requeued and held
     (LocalState.SUSPENDED, LocalState.QUEUED),
     (LocalState.SUSPENDED, LocalState.HELD),
 }
@@ -125,12 +125,12 @@ _ALLOWED = {(a.value, b.value): _may_transition(a, b) for a in LocalState for b 
 class Evidence(str, enum.Enum):
     """Why a local job was declared terminal."""
 
-    BATCH = "batch"                      # the batch system reported the end state
-    ACCOUNTING = "accounting"            # found in the accounting records
+    BATCH = "batch"  # the batch system reported the end state
+    ACCOUNTING = "accounting"  # found in the accounting records
     WRAPPER_EXIT_FILE = "wrapper-exit-file"  # jim's wrapper wrote the exit code
     ABSENT_AFTER_GRACE = "absent-after-grace"  # vanished, no record, grace expired
-    CANCEL = "cancel"                    # jim cancelled it
-    CREATION = "creation"                # refused when the plan was made
+    CANCEL = "cancel"  # jim cancelled it
+    CREATION = "creation"  # refused when the plan was made
 
 
 class GramState(enum.IntEnum):
@@ -150,17 +150,32 @@ class GramState(enum.IntEnum):
         return self in (GramState.DONE, GramState.FAILED)
 
 
-def aggregate(states: Iterable[LocalState], *, previous: GramState | None = None,
-              outputs_gathered: bool = False, cancelled: bool = False,
-              max_failed_fraction: float = 0.0) -> GramState:
+def aggregate(
+    states: Iterable[LocalState],
+    *,
+    previous: GramState | None = None,
+    outputs_gathered: bool = False,
+    cancelled: bool = False,
+    max_failed_fraction: float = 0.0,
+) -> GramState:
     """The grid state for these local states; see the module docstring."""
-    return aggregate_counts(Counter(states), previous=previous, outputs_gathered=outputs_gathered,
-                            cancelled=cancelled, max_failed_fraction=max_failed_fraction)
+    return aggregate_counts(
+        Counter(states),
+        previous=previous,
+        outputs_gathered=outputs_gathered,
+        cancelled=cancelled,
+        max_failed_fraction=max_failed_fraction,
+    )
 
 
-def aggregate_counts(counts: Mapping[LocalState, int], *, previous: GramState | None = None,
-                     outputs_gathered: bool = False, cancelled: bool = False,
-                     max_failed_fraction: float = 0.0) -> GramState:
+def aggregate_counts(
+    counts: Mapping[LocalState, int],
+    *,
+    previous: GramState | None = None,
+    outputs_gathered: bool = False,
+    cancelled: bool = False,
+    max_failed_fraction: float = 0.0,
+) -> GramState:
     """:func:`aggregate` from the number of local jobs in each state."""
     if previous is not None and previous.terminal:
         return previous
@@ -210,4 +225,3 @@ def parse_gram_state(value: str | int) -> GramState:
     if isinstance(value, int) or str(value).isdigit():
         return GramState(int(value))
     return GramState[str(value).strip().upper()]
-

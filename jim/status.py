@@ -29,8 +29,18 @@ from typing import Any
 from jim.db import GridJob, LocalJob
 from jim.timestamps import parse_iso
 
-ORDER = {"FAILED": 0, "LOST": 1, "CANCELLED": 2, "HELD": 3, "SUSPENDED": 4, "RUNNING": 5, "QUEUED": 6,
-         "SUBMITTING": 7, "PLANNED": 8, "DONE": 9}
+ORDER = {
+    "FAILED": 0,
+    "LOST": 1,
+    "CANCELLED": 2,
+    "HELD": 3,
+    "SUSPENDED": 4,
+    "RUNNING": 5,
+    "QUEUED": 6,
+    "SUBMITTING": 7,
+    "PLANNED": 8,
+    "DONE": 9,
+}
 TERMINAL = ("DONE", "FAILED", "CANCELLED", "LOST")
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -129,7 +139,8 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
     lines = [
         f"grid job {safe(data['id'])}  {safe(data['state'])}{exit_part}{cancel}",
         f"  name       {safe(data.get('name')) or '-'}",
-        f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, batch system {safe(data.get('adapter'))}",
+        f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, "
+        f"batch system {safe(data.get('adapter'))}",
         f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}",
         f"  plan: {safe(plan.get('localJobs'))} local jobs, binding limit {safe(plan.get('binding'))}",
     ]
@@ -150,12 +161,16 @@ def _counts_and_progress(data: dict[str, Any]) -> list[str]:
         if fraction is None:
             fraction = prog["done"] / prog["total"]
         reporting = sum(1 for lj in locals_ if lj.get("progress"))
-        lines.append(f"  progress   {bar(fraction)}  ({prog['done']} of {prog['total']} units reported"
-                     f" by {reporting} of {n} local jobs)")
+        lines.append(
+            f"  progress   {bar(fraction)}  ({prog['done']} of {prog['total']} units reported"
+            f" by {reporting} of {n} local jobs)"
+        )
         phases = phase_totals(locals_)
         if len(phases) > 1:
             width = max(len(safe(p[0])) for p in phases)
-            lines += [f"    {safe(name):<{width}} {bar(d / t if t else None, 20)}  {d} of {t}" for name, d, t, _ in phases]
+            lines += [
+                f"    {safe(name):<{width}} {bar(d / t if t else None, 20)}  {d} of {t}" for name, d, t, _ in phases
+            ]
     finished = sum(c for s, c in counts.items() if s in TERMINAL)
     lines.append(f"  ended      {bar(finished / n if n else None)}  ({finished} of {n} local jobs)")
     if data.get("outputTar"):
@@ -167,14 +182,19 @@ def _local_table(data: dict[str, Any], rows: int, now: float) -> list[str]:
     ordered = sorted(data.get("localJobs") or [], key=lambda lj: sort_key(lj, now))
     if not ordered:
         return []
-    lines = ["", f"  {'#':>5} {'STATE':<10} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} PROGRESS / REASON"]
+    lines = [
+        "",
+        f"  {'#':>5} {'STATE':<10} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} PROGRESS / REASON",
+    ]
     for lj in ordered[:rows]:
         ph = "; ".join(f"{safe(p['name'])} {p['done']}/{p['total']}" for p in lj.get("progress") or ())
         reason = safe(lj.get("reason"))[:120]
         info = " | ".join(x for x in (reason if lj["state"] != "DONE" else "", ph) if x)
         code = "" if lj.get("exitCode") is None else str(lj["exitCode"])
-        lines.append(f"  {lj['index']:>5} {safe(lj['state']):<10} {code:>4} {duration(elapsed(lj, now)):>7}  "
-                     f"{safe(lj.get('batchId') or '-'):<22} {safe(lj.get('evidence')):<18} {info}".rstrip())
+        lines.append(
+            f"  {lj['index']:>5} {safe(lj['state']):<10} {code:>4} {duration(elapsed(lj, now)):>7}  "
+            f"{safe(lj.get('batchId') or '-'):<22} {safe(lj.get('evidence')):<18} {info}".rstrip()
+        )
     if len(ordered) > rows:
         lines.append(f"  ... {len(ordered) - rows} more local jobs (jim status {safe(data['id'])} --json for all)")
     return lines
@@ -183,18 +203,34 @@ def _local_table(data: dict[str, Any], rows: int, now: float) -> list[str]:
 def local_row(lj: LocalJob) -> dict[str, Any]:
     """One local job as ``jim status --json`` and the web view show it."""
     el = lj.el
-    return {"index": lj.index, "tag": lj.tag, "state": el.get("state"), "batchId": el.get("batchId"),
-            "queue": el.get("queue"), "submitted": el.get("submitted"), "started": el.get("started"),
-            "ended": el.get("ended"), "exitCode": lj.exit_code, "evidence": el.get("evidence"),
-            "reason": el.get("reason"), "host": el.get("host"), "heartbeat": el.get("heartbeat"),
-            "slice": lj.slice, "progress": progress_of(el),
-            "MasterJobID": el.get("MasterJobID"), "SplitID": el.get("SplitID"), "HerdState": el.get("HerdState")}
+    return {
+        "index": lj.index,
+        "tag": lj.tag,
+        "state": el.get("state"),
+        "batchId": el.get("batchId"),
+        "queue": el.get("queue"),
+        "submitted": el.get("submitted"),
+        "started": el.get("started"),
+        "ended": el.get("ended"),
+        "exitCode": lj.exit_code,
+        "evidence": el.get("evidence"),
+        "reason": el.get("reason"),
+        "host": el.get("host"),
+        "heartbeat": el.get("heartbeat"),
+        "slice": lj.slice,
+        "progress": progress_of(el),
+        "MasterJobID": el.get("MasterJobID"),
+        "SplitID": el.get("SplitID"),
+        "HerdState": el.get("HerdState"),
+    }
 
 
 def progress_of(el: Any) -> list[dict[str, Any]]:
     """The reported phases of a <localjob> element."""
-    return [{"name": p.get("name"), "done": int(p.get("done")), "total": int(p.get("total"))}
-            for p in el.iterfind("progress/phase")]
+    return [
+        {"name": p.get("name"), "done": int(p.get("done")), "total": int(p.get("total"))}
+        for p in el.iterfind("progress/phase")
+    ]
 
 
 def status_json(job: GridJob) -> dict[str, Any]:
@@ -213,8 +249,10 @@ def render_list(jobs: list[dict[str, str]]) -> str:
         return "no grid jobs\n"
     lines = [f"{'ID':<25} {'STATE':<10} {'TYPE':<12} {'LOCAL':>6}  {'CREATED':<24} NAME"]
     for j in jobs:
-        lines.append(f"{safe(j['id']):<25} {safe(j['state']):<10} {safe(j['jobtype']):<12} {safe(j['localJobs']):>6}  "
-                     f"{safe(j['created']):<24} {safe(j['name'])}")
+        lines.append(
+            f"{safe(j['id']):<25} {safe(j['state']):<10} {safe(j['jobtype']):<12} {safe(j['localJobs']):>6}  "
+            f"{safe(j['created']):<24} {safe(j['name'])}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -233,13 +271,21 @@ def job_summary(job: GridJob) -> tuple[dict[str, Any], list[tuple[str, int, int,
         a[2] += 1
     done_sum = sum(a[0] for a in acc.values())
     total_sum = sum(a[1] for a in acc.values())
-    data = {"id": job.id, "state": job.state.name, "exitCode": job.exit_code, "jobtype": job.jobtype,
-            "name": job.get("name"), "owner": job.get("owner"), "adapter": job.get("adapter"),
-            "created": job.get("created"), "updated": job.get("updated"),
-            "cancelRequested": job.cancel_requested, "HerdState": job.get("HerdState"),
-            "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
-            "counts": job.counts(),
-            "progress": {"done": done_sum, "total": total_sum,
-                         "fraction": (done_sum / total_sum) if total_sum else None},
-            "outputTar": job.output_tar}
+    data = {
+        "id": job.id,
+        "state": job.state.name,
+        "exitCode": job.exit_code,
+        "jobtype": job.jobtype,
+        "name": job.get("name"),
+        "owner": job.get("owner"),
+        "adapter": job.get("adapter"),
+        "created": job.get("created"),
+        "updated": job.get("updated"),
+        "cancelRequested": job.cancel_requested,
+        "HerdState": job.get("HerdState"),
+        "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
+        "counts": job.counts(),
+        "progress": {"done": done_sum, "total": total_sum, "fraction": (done_sum / total_sum) if total_sum else None},
+        "outputTar": job.output_tar,
+    }
     return data, [(name, a[0], a[1], a[2]) for name, a in acc.items()]

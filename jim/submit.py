@@ -27,8 +27,9 @@ from jim.outputs import check_output_tar
 from jim.paths import Home
 
 
-def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None = None,
-           start_background: bool = True) -> str:
+def submit(
+    config: Config, desc: JobDescription, *, env: dict[str, str] | None = None, start_background: bool = True
+) -> str:
     """Record a new grid job and start its worker; return the grid job id."""
     env = dict(os.environ if env is None else env)
     job_id = new_job_id()
@@ -45,21 +46,39 @@ def submit(config: Config, desc: JobDescription, *, env: dict[str, str] | None =
     return job_id
 
 
-def _record(config: Config, home: Home, job_id: str, desc: JobDescription, plan: Plan,
-            commands: planning.Commands, env: dict[str, str]) -> GridJob:
+def _record(
+    config: Config,
+    home: Home,
+    job_id: str,
+    desc: JobDescription,
+    plan: Plan,
+    commands: planning.Commands,
+    env: dict[str, str],
+) -> GridJob:
     """Write the grid job's work area with its plan, then its record: all of it, or nothing."""
     job_dir = home.job_dir(job_id)
     os.mkdir(job_dir, 0o700)
     try:
         planning.save(job_dir, plan, commands)
-        meta = {"segDir": env.get("JIM_SEG_DIR", ""), "gramUniqid": desc.get("uniqid") or "",
-                "gramJobDir": desc.get("jobdir") or ""}
+        meta = {
+            "segDir": env.get("JIM_SEG_DIR", ""),
+            "gramUniqid": desc.get("uniqid") or "",
+            "gramJobDir": desc.get("jobdir") or "",
+        }
         record = new_record(
-            job_id, jobtype=desc.jimtype, name=desc.get("jobname") or os.path.basename(desc.executable or ""),
-            owner=getpass.getuser(), adapter=config.batch.adapter, description=desc.to_json(),
-            source_format=desc.source_format, source_text=desc.source_text,
-            plan=plan.record_attrs(), explanation=plan.explanation,
-            slices=[s.record() for s in plan.slices], meta=meta)
+            job_id,
+            jobtype=desc.jimtype,
+            name=desc.get("jobname") or os.path.basename(desc.executable or ""),
+            owner=getpass.getuser(),
+            adapter=config.batch.adapter,
+            description=desc.to_json(),
+            source_format=desc.source_format,
+            source_text=desc.source_text,
+            plan=plan.record_attrs(),
+            explanation=plan.explanation,
+            slices=[s.record() for s in plan.slices],
+            meta=meta,
+        )
         record.recompute(max_failed_fraction=config.site.max_failed_fraction)
         Database(home, config.deadlines.lock).create(record)
     except BaseException:

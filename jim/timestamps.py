@@ -10,7 +10,7 @@ import datetime as _dt
 import functools
 import time
 
-_UTC = _dt.timezone.utc
+_UTC = _dt.UTC
 _last: tuple[int, str] = (-1, "")
 
 

@@ -65,11 +65,11 @@ log = logging.getLogger("jim.web")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8642
-REFRESH_JOB_S = 5          # a job page refreshes itself this often while the grid job is active
-REFRESH_INDEX_S = 15       # the index, while a grid job on the page is active
-PER_PAGE = 50              # grid jobs per index page
+REFRESH_JOB_S = 5  # a job page refreshes itself this often while the grid job is active
+REFRESH_INDEX_S = 15  # the index, while a grid job on the page is active
+PER_PAGE = 50  # grid jobs per index page
 MAX_PER_PAGE = 1000
-LOCAL_PER_PAGE = 500       # local jobs per job page
+LOCAL_PER_PAGE = 500  # local jobs per job page
 MAX_LOCAL_PER_PAGE = 10000
 GRID_STATES = [s.name for s in GramState]
 LOCAL_STATES = sorted(LOCAL_ORDER, key=LOCAL_ORDER.get)
@@ -94,12 +94,15 @@ COMMON_HEADERS = {
     "Cache-Control": "no-store",
 }
 # HTML from the templates: no script at all, style only from /static/jim.css
-CSP_HTML = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-            "base-uri 'none'; frame-ancestors 'none'")
+CSP_HTML = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
 # a record or the index rendered by the browser through jim.xsl: the stylesheet is loaded
 # from this server (CSP governs XSLT through script-src), its output has an inline <style>
-CSP_XML = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
-           "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+CSP_XML = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
 CSP_OTHER = "default-src 'none'; frame-ancestors 'none'"
 
 
@@ -113,6 +116,7 @@ class HTTPError(Exception):
 # ---------------------------------------------------------------------------
 # Reading the database (read-only helpers)
 # ---------------------------------------------------------------------------
+
 
 class IndexCache:
     """``Database.list()`` (the index, newest first), re-read only when ``index.xml`` changed."""
@@ -148,12 +152,16 @@ class IndexCache:
             return jobs, counts
 
 
-
-
 def _local_brief(el) -> dict:
     """What :func:`jim.status.sort_key` looks at, of one <localjob>."""
-    return {"index": int(el.get("index")), "state": el.get("state"), "started": el.get("started"),
-            "submitted": el.get("submitted"), "ended": el.get("ended"), "progress": progress_of(el)}
+    return {
+        "index": int(el.get("index")),
+        "state": el.get("state"),
+        "started": el.get("started"),
+        "submitted": el.get("submitted"),
+        "ended": el.get("ended"),
+        "progress": progress_of(el),
+    }
 
 
 def _row(el, now: float) -> dict:
@@ -182,6 +190,7 @@ def _with_stylesheet(xml: bytes) -> bytes:
 # Templates
 # ---------------------------------------------------------------------------
 
+
 def _ts(value: str | None) -> str:
     """``2026-11-22T07:17:52.529Z`` -> ``2026-11-22 07:17:52``."""
     if not value:
@@ -195,8 +204,13 @@ def _ago(value: str | None, now: float) -> str:
 
 
 def make_env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("jim", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("jim", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["ts"] = _ts
     env.filters["duration"] = duration
     env.filters["pct"] = lambda f: "" if f is None else f"{100 * f:.1f}%"
@@ -210,9 +224,14 @@ def _page_links(path: str, params: dict[str, Any], page: int, pages: int) -> dic
         if p > 1:
             q["page"] = p
         return path + ("?" + urllib.parse.urlencode(q) if q else "")
-    return {"first": url(1) if page > 1 else None, "prev": url(page - 1) if page > 1 else None,
-            "next": url(page + 1) if page < pages else None, "last": url(pages) if page < pages else None,
-            "self": url(page)}
+
+    return {
+        "first": url(1) if page > 1 else None,
+        "prev": url(page - 1) if page > 1 else None,
+        "next": url(page + 1) if page < pages else None,
+        "last": url(pages) if page < pages else None,
+        "self": url(page),
+    }
 
 
 def _url(path: str, **params: Any) -> str:
@@ -223,6 +242,7 @@ def _url(path: str, **params: Any) -> str:
 # ---------------------------------------------------------------------------
 # The server
 # ---------------------------------------------------------------------------
+
 
 class JimServer(ThreadingHTTPServer):
     """The read-only view of one jim home; ``serve_forever()`` it, or :func:`start` it in a thread."""
@@ -259,7 +279,7 @@ class JimServer(ThreadingHTTPServer):
             self.thread.join(10)
         self.server_close()
 
-    def handle_error(self, request, client_address) -> None:  # noqa: D401 - stdlib hook
+    def handle_error(self, request, client_address) -> None:
         log.exception("error while serving %s", client_address[0] if client_address else "?")
 
 
@@ -276,7 +296,7 @@ def _host_is_loopback_name(host_header: str) -> bool:
     """Host header of a request to a loopback server: localhost, 127.x.y.z or [::1], any port."""
     h = host_header.strip().lower()
     if h.startswith("["):
-        name = h[1:h.find("]")] if "]" in h else h
+        name = h[1 : h.find("]")] if "]" in h else h
     else:
         name = h.rsplit(":", 1)[0] if h.count(":") == 1 else h
     if name in ("localhost", "localhost.") or name.endswith(".localhost"):
@@ -287,11 +307,21 @@ def _host_is_loopback_name(host_header: str) -> bool:
         return False
 
 
+def _route(path: str) -> tuple[str, re.Match[str]]:
+    """The route of a request path and its match; 404 when there is none."""
+    for pattern, name in ROUTES:
+        m = pattern.fullmatch(path)
+        if m:
+            return name, m
+    raise HTTPError(HTTPStatus.NOT_FOUND, "no such page")
+
+
 def start(home: Home, host: str = DEFAULT_HOST, port: int = 0, **kw) -> JimServer:
     """A :class:`JimServer` serving in a daemon thread (``server.url``; ``server.stop()``)."""
     server = JimServer(home, (host, port), **kw)
-    server.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                     name="jim-web", daemon=True)
+    server.thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="jim-web", daemon=True
+    )
     server.thread.start()
     return server
 
@@ -314,8 +344,10 @@ def serve(config, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
     # that drops a connection mid-answer is an EPIPE for that request only
     previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     if not server.loopback:
-        msg = (f"jim serve listens on {host}, not on a loopback address: anyone who can reach it "
-               f"reads every grid job of {home.root} (there is no authentication)")
+        msg = (
+            f"jim serve listens on {host}, not on a loopback address: anyone who can reach it "
+            f"reads every grid job of {home.root} (there is no authentication)"
+        )
         log.warning(msg)
         print(f"jim: warning: {msg}", file=sys.stderr)
     log.info("jim serve: %s (database %s)", server.url, home.db)
@@ -366,14 +398,18 @@ class Handler(BaseHTTPRequestHandler):
             self.rfile.read(int(length))
         elif length or "Transfer-Encoding" in self.headers:
             self.close_connection = True
-        self._send_error(HTTPStatus.METHOD_NOT_ALLOWED, "jim serve is read-only: only GET and HEAD",
-                         head=False, extra={"Allow": "GET, HEAD"})
+        self._send_error(
+            HTTPStatus.METHOD_NOT_ALLOWED,
+            "jim serve is read-only: only GET and HEAD",
+            head=False,
+            extra={"Allow": "GET, HEAD"},
+        )
 
     # -- logging: to jim's logger, never stdout/stderr ------------------------
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args) -> None:
         log.info("%s %s", self.address_string(), format % args)
 
-    def log_error(self, format: str, *args) -> None:  # noqa: A002
+    def log_error(self, format: str, *args) -> None:
         # an idle keep-alive connection closed by its timeout is routine, not a warning
         level = logging.DEBUG if format.startswith("Request timed out") else logging.WARNING
         log.log(level, "%s %s", self.address_string(), format % args)
@@ -384,17 +420,12 @@ class Handler(BaseHTTPRequestHandler):
             if self.server.loopback and not _host_is_loopback_name(self.headers.get("Host", "localhost")):
                 raise HTTPError(HTTPStatus.BAD_REQUEST, "unexpected Host header for a server on a loopback address")
             parts = urllib.parse.urlsplit(self.path)
-            for pattern, name in ROUTES:
-                m = pattern.fullmatch(parts.path)
-                if m:
-                    break
-            else:
-                raise HTTPError(HTTPStatus.NOT_FOUND, "no such page")
+            route, m = _route(parts.path)
             job_id = m.groupdict().get("job_id")
             if job_id is not None and not valid_job_id(job_id):  # belt and braces: the route already did
                 raise HTTPError(HTTPStatus.NOT_FOUND, "not a jim job id")
             query = self._query(parts.query)
-            status, headers, body = getattr(self, "route_" + name)(query, **m.groupdict())
+            status, headers, body = getattr(self, "route_" + route)(query, **m.groupdict())
         except HTTPError as e:
             self._send_error(e.status, e.message, head=head)
             return
@@ -417,7 +448,7 @@ class Handler(BaseHTTPRequestHandler):
             pairs = urllib.parse.parse_qsl(qs, keep_blank_values=True, strict_parsing=False, max_num_fields=20)
         except ValueError:
             raise HTTPError(HTTPStatus.BAD_REQUEST, "too many query parameters") from None
-        return {k: v for k, v in pairs}
+        return dict(pairs)
 
     def _send(self, status: HTTPStatus, headers: dict[str, str], body: bytes, *, head: bool) -> None:
         self.send_response(status)
@@ -428,16 +459,17 @@ class Handler(BaseHTTPRequestHandler):
         if not head:
             self.wfile.write(body)
 
-    def _send_error(self, status: HTTPStatus, message: str, *, head: bool,
-                    extra: dict[str, str] | None = None) -> None:
+    def _send_error(self, status: HTTPStatus, message: str, *, head: bool, extra: dict[str, str] | None = None) -> None:
         try:
-            body = self.server.env.get_template("error.html").render(
-                status=int(status), phrase=status.phrase, message=message, refresh=None).encode()
+            body = (
+                self.server.env.get_template("error.html")
+                .render(status=int(status), phrase=status.phrase, message=message, refresh=None)
+                .encode()
+            )
         except Exception:  # never fail to report a failure
             log.exception("cannot render the error page")
             body = f"{int(status)} {status.phrase}\n".encode()
-        headers = {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP_HTML,
-                   **(extra or {})}
+        headers = {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP_HTML, **(extra or {})}
         self._send(status, headers, body, head=head)
 
     # -- pages -----------------------------------------------------------------
@@ -449,8 +481,11 @@ class Handler(BaseHTTPRequestHandler):
     def _json(obj, query: dict[str, str]) -> tuple[HTTPStatus, dict[str, str], bytes]:
         # compact unless ?pretty: indenting costs 7x the time for a grid job of 10,000 local jobs
         text = json.dumps(obj, indent=2) if "pretty" in query else json.dumps(obj, separators=(",", ":"))
-        return (HTTPStatus.OK, {"Content-Type": "application/json; charset=utf-8",
-                                "Content-Security-Policy": CSP_OTHER}, (text + "\n").encode())
+        return (
+            HTTPStatus.OK,
+            {"Content-Type": "application/json; charset=utf-8", "Content-Security-Policy": CSP_OTHER},
+            (text + "\n").encode(),
+        )
 
     @staticmethod
     def _int(query: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
@@ -476,19 +511,35 @@ class Handler(BaseHTTPRequestHandler):
         pages = max(1, math.ceil(len(jobs) / per_page))
         page = self._int(query, "page", 1, 1, 10**9)
         if page > pages:
-            raise HTTPError(HTTPStatus.NOT_FOUND, f"no page {page}: there {'is 1 page' if pages == 1 else f'are {pages} pages'}")
-        rows = jobs[(page - 1) * per_page: page * per_page]
+            raise HTTPError(
+                HTTPStatus.NOT_FOUND, f"no page {page}: there {'is 1 page' if pages == 1 else f'are {pages} pages'}"
+            )
+        rows = jobs[(page - 1) * per_page : page * per_page]
         params = {"state": state, "per_page": per_page if per_page != PER_PAGE else None}
         active = any(j.get("state") not in TERMINAL_GRID for j in rows)
-        filters = [{"state": "", "label": "all", "count": sum(counts.values()), "url": _url("/", per_page=params["per_page"])}]
-        filters += [{"state": s, "label": s, "count": counts.get(s, 0),
-                     "url": _url("/", state=s, per_page=params["per_page"])}
-                    for s in GRID_STATES if counts.get(s)]
-        return self._html("index.html", jobs=rows, total=len(jobs), all_total=sum(counts.values()),
-                          state=state, page=page, pages=pages, per_page=per_page,
-                          first_row=(page - 1) * per_page + 1 if rows else 0,
-                          links=_page_links("/", params, page, pages), filters=filters,
-                          refresh=REFRESH_INDEX_S if active else None, home=str(self.server.home.root))
+        filters = [
+            {"state": "", "label": "all", "count": sum(counts.values()), "url": _url("/", per_page=params["per_page"])}
+        ]
+        filters += [
+            {"state": s, "label": s, "count": counts.get(s, 0), "url": _url("/", state=s, per_page=params["per_page"])}
+            for s in GRID_STATES
+            if counts.get(s)
+        ]
+        return self._html(
+            "index.html",
+            jobs=rows,
+            total=len(jobs),
+            all_total=sum(counts.values()),
+            state=state,
+            page=page,
+            pages=pages,
+            per_page=per_page,
+            first_row=(page - 1) * per_page + 1 if rows else 0,
+            links=_page_links("/", params, page, pages),
+            filters=filters,
+            refresh=REFRESH_INDEX_S if active else None,
+            home=str(self.server.home.root),
+        )
 
     def route_job(self, query: dict[str, str], job_id: str):
         job = self.server.db.read(job_id)
@@ -511,32 +562,59 @@ class Handler(BaseHTTPRequestHandler):
             shown = [el for _, el in keyed]
         pages = max(1, math.ceil(len(shown) / per_page))
         if page > pages:
-            raise HTTPError(HTTPStatus.NOT_FOUND, f"no page {page} of local jobs: there "
-                                                  f"{'is 1 page' if pages == 1 else f'are {pages} pages'}")
-        rows = [_row(el, now) for el in shown[(page - 1) * per_page: page * per_page]]
+            raise HTTPError(
+                HTTPStatus.NOT_FOUND,
+                f"no page {page} of local jobs: there {'is 1 page' if pages == 1 else f'are {pages} pages'}",
+            )
+        rows = [_row(el, now) for el in shown[(page - 1) * per_page : page * per_page]]
 
-        params = {"state": lstate, "order": order if order != "index" else None,
-                  "per_page": per_page if per_page != LOCAL_PER_PAGE else None}
+        params = {
+            "state": lstate,
+            "order": order if order != "index" else None,
+            "per_page": per_page if per_page != LOCAL_PER_PAGE else None,
+        }
         base = f"/jobs/{job_id}"
         counts = data["counts"]
         n = len(elements)
         filters = [{"state": "", "label": "all", "count": n, "url": _url(base, order=params["order"])}]
-        filters += [{"state": s, "label": s, "count": counts[s], "url": _url(base, state=s, order=params["order"])}
-                    for s in LOCAL_STATES if counts.get(s)]
-        orders = [{"order": "index", "label": "by index", "url": _url(base, state=lstate)},
-                  {"order": "attention", "label": "failed and slowest first",
-                   "url": _url(base, state=lstate, order="attention")}]
+        filters += [
+            {"state": s, "label": s, "count": counts[s], "url": _url(base, state=s, order=params["order"])}
+            for s in LOCAL_STATES
+            if counts.get(s)
+        ]
+        orders = [
+            {"order": "index", "label": "by index", "url": _url(base, state=lstate)},
+            {
+                "order": "attention",
+                "label": "failed and slowest first",
+                "url": _url(base, state=lstate, order="attention"),
+            },
+        ]
         ended = sum(counts.get(s, 0) for s in ("DONE", "FAILED", "CANCELLED", "LOST"))
         history = [{"state": g.get("state"), "at": g.get("at")} for g in job.root.findall("history/grid")]
         active = data["state"] not in TERMINAL_GRID
         return self._html(
-            "job.html", job=data, rows=rows, shown=len(shown), lstate=lstate, order=order, orders=orders,
-            page=page, pages=pages, links=_page_links(base, params, page, pages), filters=filters,
-            phases=phases, ended=ended, n=n,
-            description=job.description(), source=job.root.findtext("description/source") or "",
-            source_format=job.root.find("description").get("format"), history=history,
+            "job.html",
+            job=data,
+            rows=rows,
+            shown=len(shown),
+            lstate=lstate,
+            order=order,
+            orders=orders,
+            page=page,
+            pages=pages,
+            links=_page_links(base, params, page, pages),
+            filters=filters,
+            phases=phases,
+            ended=ended,
+            n=n,
+            description=job.description(),
+            source=job.root.findtext("description/source") or "",
+            source_format=job.root.find("description").get("format"),
+            history=history,
             updated_ago=_ago(data.get("updated"), now),
-            refresh=REFRESH_JOB_S if active else None)
+            refresh=REFRESH_JOB_S if active else None,
+        )
 
     def route_api_list(self, query: dict[str, str]):
         jobs, _, _ = self._grid_jobs(query)
@@ -544,7 +622,7 @@ class Handler(BaseHTTPRequestHandler):
         if "page" in query or "per_page" in query:
             per_page = self._int(query, "per_page", PER_PAGE, 1, MAX_PER_PAGE)
             page = self._int(query, "page", 1, 1, 10**9)
-            jobs = jobs[(page - 1) * per_page: page * per_page]
+            jobs = jobs[(page - 1) * per_page : page * per_page]
         status, headers, body = self._json(jobs, query)
         headers["X-Total-Count"] = str(total)
         return status, headers, body
@@ -557,20 +635,37 @@ class Handler(BaseHTTPRequestHandler):
             data = self.server.home.record(job_id).read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             raise JobNotFound(job_id) from None
-        return HTTPStatus.OK, {"Content-Type": "application/xml; charset=utf-8", "Content-Security-Policy": CSP_XML}, data
+        return (
+            HTTPStatus.OK,
+            {"Content-Type": "application/xml; charset=utf-8", "Content-Security-Policy": CSP_XML},
+            data,
+        )
 
     def route_db_stylesheet(self, query: dict[str, str]):
-        return HTTPStatus.OK, {"Content-Type": "text/xsl; charset=utf-8", "Content-Security-Policy": CSP_OTHER}, \
-            self.server.stylesheet
+        return (
+            HTTPStatus.OK,
+            {"Content-Type": "text/xsl; charset=utf-8", "Content-Security-Policy": CSP_OTHER},
+            self.server.stylesheet,
+        )
 
     def route_db_index(self, query: dict[str, str]):
         try:
             data = self.server.home.index.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
-            data = b'<?xml version=\'1.0\' encoding=\'UTF-8\'?>\n<index schemaVersion="1"/>\n'
-        return HTTPStatus.OK, {"Content-Type": "application/xml; charset=utf-8", "Content-Security-Policy": CSP_XML}, \
-            _with_stylesheet(data)
+            data = b"<?xml version='1.0' encoding='UTF-8'?>\n<index schemaVersion=\"1\"/>\n"
+        return (
+            HTTPStatus.OK,
+            {"Content-Type": "application/xml; charset=utf-8", "Content-Security-Policy": CSP_XML},
+            _with_stylesheet(data),
+        )
 
     def route_static_css(self, query: dict[str, str]):
-        return HTTPStatus.OK, {"Content-Type": "text/css; charset=utf-8", "Content-Security-Policy": CSP_OTHER,
-                               "Cache-Control": "max-age=300"}, self.server.css
+        return (
+            HTTPStatus.OK,
+            {
+                "Content-Type": "text/css; charset=utf-8",
+                "Content-Security-Policy": CSP_OTHER,
+                "Cache-Control": "max-age=300",
+            },
+            self.server.css,
+        )

@@ -84,8 +84,14 @@ def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Comman
         lock.release()
 
 
-def build_sandbox(config: Config, db: Database, job_id: str, adapter: Adapter, job: GridJob | None = None,
-                  planned: tuple[Plan, planning.Commands] | None = None) -> None:
+def build_sandbox(
+    config: Config,
+    db: Database,
+    job_id: str,
+    adapter: Adapter,
+    job: GridJob | None = None,
+    planned: tuple[Plan, planning.Commands] | None = None,
+) -> None:
     """Write the grid job's sandbox and wrapper (once).  ``planned``: (plan, commands) when the
     caller has them, else they are read from plan.json."""
     job_dir = db.home.job_dir(job_id)
@@ -105,9 +111,15 @@ def build_sandbox(config: Config, db: Database, job_id: str, adapter: Adapter, j
         "outputs": desc.values("outputs"),
         "heartbeat": 30,
         "reserved_exit_codes": list(adapter.reserved_exit_codes),
-        "jobs": [{"index": k, "tag": f"{job_id}.{k}", "argv": commands[k],
-                  "env": {**plan.slices[k].env, **{f"JIM_PARAM_{n}": str(v) for n, v in plan.slices[k].params.items()}}}
-                 for k in range(plan.n)],
+        "jobs": [
+            {
+                "index": k,
+                "tag": f"{job_id}.{k}",
+                "argv": commands[k],
+                "env": {**plan.slices[k].env, **{f"JIM_PARAM_{n}": str(v) for n, v in plan.slices[k].params.items()}},
+            }
+            for k in range(plan.n)
+        ],
     }
     builder.build(job_dir, manifest, area)
 
@@ -173,10 +185,15 @@ class _Submission:
         intents.update((lj.index, at) for lj in jobs)
         faults.point("worker-after-intent")
         chunk = SubmitChunk(
-            grid_id=self.job_id, jobs=[LocalJobSpec(lj.index, lj.tag, lj.get("queue")) for lj in jobs],
-            job_dir=self.job_dir, wrapper=self.job_dir / builder.WRAPPER_NAME,
-            sandbox=self.job_dir / builder.SANDBOX_NAME, outroot=self.job_dir / "local",
-            queue=self.job.plan.get("queue"), limits=self.limits)
+            grid_id=self.job_id,
+            jobs=[LocalJobSpec(lj.index, lj.tag, lj.get("queue")) for lj in jobs],
+            job_dir=self.job_dir,
+            wrapper=self.job_dir / builder.WRAPPER_NAME,
+            sandbox=self.job_dir / builder.SANDBOX_NAME,
+            outroot=self.job_dir / "local",
+            queue=self.job.plan.get("queue"),
+            limits=self.limits,
+        )
         (self.job_dir / "local").mkdir(mode=0o700, exist_ok=True)
         try:
             ids = self.adapter.submit(chunk)
@@ -204,8 +221,9 @@ class _Submission:
         """The batch system refused the chunk for good: its local jobs fail, with the reason."""
         with self.db.update(self.job_id) as rec:
             for spec in chunk.jobs:
-                rec.local(spec.index).set_state(LocalState.FAILED, evidence=Evidence.BATCH,
-                                                reason=f"submission refused: {e.message}")
+                rec.local(spec.index).set_state(
+                    LocalState.FAILED, evidence=Evidence.BATCH, reason=f"submission refused: {e.message}"
+                )
             rec.recompute(max_failed_fraction=self.config.site.max_failed_fraction)
         self.job = rec
 

@@ -49,8 +49,7 @@ class WorkArea:
     def add_file(self, path: str | os.PathLike, arcname: str | None = None) -> str:
         src = Path(path)
         if not src.is_file():
-            raise InvalidAttribute(f"input file {str(src)!r} does not exist or is not a regular file",
-                                   gram_error=135)
+            raise InvalidAttribute(f"input file {str(src)!r} does not exist or is not a regular file", gram_error=135)
         if not os.access(src, os.R_OK):
             raise InvalidAttribute(f"input file {str(src)!r} is not readable", gram_error=135)
         arc = _safe_arcname(arcname or src.name)

@@ -52,9 +52,20 @@ import tempfile
 import threading
 import time
 
-BATCH_ID_VARS = ("JIM_BATCH_ID", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
-                 "JOB_ID", "SGE_TASK_ID", "PBS_JOBID", "PBS_ARRAY_INDEX", "PBS_ARRAYID",
-                 "_CONDOR_JOB_AD", "CLUSTER_ID", "PROCESS_ID")
+BATCH_ID_VARS = (
+    "JIM_BATCH_ID",
+    "SLURM_JOB_ID",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "JOB_ID",
+    "SGE_TASK_ID",
+    "PBS_JOBID",
+    "PBS_ARRAY_INDEX",
+    "PBS_ARRAYID",
+    "_CONDOR_JOB_AD",
+    "CLUSTER_ID",
+    "PROCESS_ID",
+)
 
 
 def now():
@@ -80,8 +91,7 @@ def atomic_write(path, text):
 
 
 def parse_args(argv):
-    opts = {"index": None, "index_env": None, "index_offset": 0, "sandbox": None, "outroot": None,
-            "scratch": None}
+    opts = {"index": None, "index_env": None, "index_offset": 0, "sandbox": None, "outroot": None, "scratch": None}
     it = iter(argv)
     for a in it:
         key = a.lstrip("-").replace("-", "_")
@@ -177,14 +187,18 @@ def main(argv):
     log = Log(os.path.join(outdir, "wrapper.log"))
     bid = batch_id()
     log("jim wrapper starting: local job %d, batch id %r" % (index, bid))
-    log("host=%s user=%s pid=%d python=%s platform=%s" % (
-        socket.getfqdn(), getpass.getuser(), os.getpid(), platform.python_version(), platform.platform()))
+    log(
+        "host=%s user=%s pid=%d python=%s platform=%s"
+        % (socket.getfqdn(), getpass.getuser(), os.getpid(), platform.python_version(), platform.platform())
+    )
     log("cwd=%s listing=%s" % (os.getcwd(), sorted(os.listdir("."))[:50]))
     for var in BATCH_ID_VARS:
         if os.environ.get(var):
             log("env %s=%s" % (var, os.environ[var]))
-    atomic_write(os.path.join(outdir, "started"), json.dumps(
-        {"pid": os.getpid(), "host": socket.getfqdn(), "time": time.time(), "batch_id": bid}) + "\n")
+    atomic_write(
+        os.path.join(outdir, "started"),
+        json.dumps({"pid": os.getpid(), "host": socket.getfqdn(), "time": time.time(), "batch_id": bid}) + "\n",
+    )
 
     scratch_root = opts["scratch"] or os.environ.get("TMPDIR") or tempfile.gettempdir()
     if not os.path.isdir(scratch_root):
@@ -214,7 +228,7 @@ def main(argv):
         log("local job %d finished with exit code %d %s" % (index, code, info))
         if not (manifest or {}).get("keep_scratch"):
             shutil.rmtree(scratch, ignore_errors=True)
-    reserved = set(int(c) for c in (manifest or {}).get("reserved_exit_codes", []))
+    reserved = {int(c) for c in (manifest or {}).get("reserved_exit_codes", [])}
     return 1 if code in reserved else min(code, 255)
 
 
@@ -226,16 +240,18 @@ def run_job(manifest, job, index, scratch, outdir, bid, log):
     env.update(job.get("env", {}))
     progress = os.path.join(outdir, "progress")
     bindir = os.path.join(scratch, "bin")
-    env.update({
-        "JIM_INDEX": str(index),
-        "JIM_TAG": job["tag"],
-        "JIM_GRID_JOB_ID": manifest["grid_job"],
-        "JIM_OUTDIR": outdir,
-        "JIM_SCRATCH": scratch,
-        "JIM_PROGRESS_FILE": progress,
-        "JIM_BATCH_ID": bid,
-        "PATH": bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
-    })
+    env.update(
+        {
+            "JIM_INDEX": str(index),
+            "JIM_TAG": job["tag"],
+            "JIM_GRID_JOB_ID": manifest["grid_job"],
+            "JIM_OUTDIR": outdir,
+            "JIM_SCRATCH": scratch,
+            "JIM_PROGRESS_FILE": progress,
+            "JIM_BATCH_ID": bid,
+            "PATH": bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
+        }
+    )
     log("running %r in %s" % (argv, scratch))
     hb = Heartbeat(os.path.join(outdir, "heartbeat"), manifest.get("heartbeat", 30))
     hb.beat()
@@ -244,8 +260,9 @@ def run_job(manifest, job, index, scratch, outdir, bid, log):
 
     with open(os.path.join(outdir, "stdout"), "ab") as out, open(os.path.join(outdir, "stderr"), "ab") as err:
         try:
-            proc = subprocess.Popen(argv, cwd=scratch, env=env, stdin=open(os.devnull), stdout=out, stderr=err,
-                                    close_fds=True)
+            proc = subprocess.Popen(
+                argv, cwd=scratch, env=env, stdin=open(os.devnull), stdout=out, stderr=err, close_fds=True
+            )
         except OSError as e:
             err.write(("jim wrapper: cannot run %s: %s\n" % (argv[0], e)).encode())
             hb.stop.set()

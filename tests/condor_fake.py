@@ -77,8 +77,9 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 JIM_CONDOR_FAKE_LAYER = True
 MODULE = "condor_fake"
@@ -107,12 +108,12 @@ def _state_dir() -> Path:
     return Path(d)
 
 
-def fake_schedd(adapter: Any = None) -> "FakeSchedd":
+def fake_schedd(adapter: Any = None) -> FakeSchedd:
     """The seam's factory for the schedd (``adapter`` is the CondorAdapter asking)."""
     return FakeSchedd(_state_dir())
 
 
-def fake_collector(pool: str | None = None) -> "FakeCollector":
+def fake_collector(pool: str | None = None) -> FakeCollector:
     """The seam's factory for the collector."""
     return FakeCollector(_state_dir(), pool)
 
@@ -145,6 +146,7 @@ def _error(message: str) -> Exception:
 # HTCondor's V2 argument syntax (a port of condor_arglist.cpp)
 # ---------------------------------------------------------------------------
 
+
 def v2_quoted_to_raw(text: str) -> str:
     """``V2QuotedToV2Raw``: strip the double quotes, ``""`` is a literal ``"``."""
     s = text.strip()
@@ -159,7 +161,7 @@ def v2_quoted_to_raw(text: str) -> str:
                 out.append('"')
                 i += 2
                 continue
-            if s[i + 1:].strip():
+            if s[i + 1 :].strip():
                 raise ValueError(f"unexpected characters following double-quote: {s[i:]!r}")
             return "".join(out)
         out.append(c)
@@ -229,6 +231,7 @@ def parse_environment(value: str) -> dict[str, str]:
 # state on disk
 # ---------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _locked(d: Path) -> Iterator[None]:
     d.mkdir(parents=True, exist_ok=True)
@@ -248,7 +251,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _ad_to_json(ad) -> dict[str, str]:
-    return {k: str(ad.lookup(k)) for k in ad.keys()}
+    return {k: str(ad.lookup(k)) for k in ad.keys()}  # noqa: SIM118 (a ClassAd, not a dict)
 
 
 def _ad_from_json(data: dict[str, str]):
@@ -365,6 +368,7 @@ def _set_status(rec: dict, status: int, now: float | None = None, **attrs: Any) 
 # the schedd
 # ---------------------------------------------------------------------------
 
+
 class FakeSubmitResult:
     def __init__(self, cluster: int, first: int, n: int, ad=None):
         self._cluster, self._first, self._n, self._ad = cluster, first, n, ad
@@ -389,8 +393,9 @@ class FakeSchedd:
         self.state = _State(Path(state_dir))
 
     # -- submit --------------------------------------------------------------------
-    def submit(self, description, count: int = 0, spool: bool = False, itemdata: Any = None,
-               queue: str | None = None) -> FakeSubmitResult:
+    def submit(
+        self, description, count: int = 0, spool: bool = False, itemdata: Any = None, queue: str | None = None
+    ) -> FakeSubmitResult:
         import htcondor2
 
         if not isinstance(description, htcondor2.Submit):
@@ -405,8 +410,10 @@ class FakeSchedd:
         text = "".join(f"{k} = {v}\n" for k, v in given.items())
         reparsed = dict(htcondor2.Submit(text).items())
         if reparsed != given:
-            raise _error(f"submit description changed when written out (a value with a newline?): "
-                         f"{sorted(set(reparsed.items()) ^ set(given.items()))!r}")
+            raise _error(
+                f"submit description changed when written out (a value with a newline?): "
+                f"{sorted(set(reparsed.items()) ^ set(given.items()))!r}"
+            )
         n = count or 1
         with _locked(self.state.dir):
             cluster = self.state.counter("cluster")
@@ -481,8 +488,16 @@ class FakeSchedd:
                 except Exception:
                     raise _error(f"Parse error in expression: requirements = {value}") from None
                 ad["Requirements"] = value
-        rec = {"ad": ad, "x": {"phase": "idle", "argv": [exe, *args], "env": env,
-                               "vacate": float(lower.get("job_max_vacate_time", 2)), "submitted": now}}
+        rec = {
+            "ad": ad,
+            "x": {
+                "phase": "idle",
+                "argv": [exe, *args],
+                "env": env,
+                "vacate": float(lower.get("job_max_vacate_time", 2)),
+                "submitted": now,
+            },
+        }
         rule = self._rule(ad, scenario)
         if rule:
             rec["x"]["rule"] = rule
@@ -508,9 +523,12 @@ class FakeSchedd:
     def _start_starter(self, bid: str) -> None:
         from jim.proc import spawn_detached
 
-        spawn_detached([sys.executable, str(Path(__file__).resolve()), "_starter", str(self.state.dir), bid],
-                       env=dict(os.environ), cwd=str(self.state.dir),
-                       stderr=str(self.state.dir / "starter.err"))
+        spawn_detached(
+            [sys.executable, str(Path(__file__).resolve()), "_starter", str(self.state.dir), bid],
+            env=dict(os.environ),
+            cwd=str(self.state.dir),
+            stderr=str(self.state.dir / "starter.err"),
+        )
 
     # -- time-driven, scripted transitions -------------------------------------------
     def _advance(self) -> None:
@@ -525,17 +543,29 @@ class FakeSchedd:
                     continue
                 if "hold" in rule:
                     h = rule["hold"]
-                    _set_status(rec, HELD, now, HoldReason=h.get("reason", "held"),
-                                HoldReasonCode=int(h.get("code", 1)), HoldReasonSubCode=int(h.get("subcode", 0)))
+                    _set_status(
+                        rec,
+                        HELD,
+                        now,
+                        HoldReason=h.get("reason", "held"),
+                        HoldReasonCode=int(h.get("code", 1)),
+                        HoldReasonSubCode=int(h.get("subcode", 0)),
+                    )
                     x["phase"], x["done"] = "held", True
                     self.state.save(bid, rec)
                 elif "exit" in rule:
                     e = rule["exit"]
                     by_signal = "signal" in e
-                    _set_status(rec, COMPLETED, now, ExitBySignal=by_signal,
-                                ExitCode=None if by_signal else int(e.get("code", 0)),
-                                ExitSignal=int(e["signal"]) if by_signal else None,
-                                CompletionDate=int(now), LastRemoteHost=f"slot1@{socket.gethostname()}")
+                    _set_status(
+                        rec,
+                        COMPLETED,
+                        now,
+                        ExitBySignal=by_signal,
+                        ExitCode=None if by_signal else int(e.get("code", 0)),
+                        ExitSignal=int(e["signal"]) if by_signal else None,
+                        CompletionDate=int(now),
+                        LastRemoteHost=f"slot1@{socket.gethostname()}",
+                    )
                     x["phase"], x["done"] = "exited", True
                     if x.get("leave_in_queue"):
                         self.state.save(bid, rec)
@@ -554,8 +584,11 @@ class FakeSchedd:
     def _select(records: list[dict], constraint: Any, projection: list[str], limit: int = -1) -> list:
         import classad2
 
-        expr = constraint if isinstance(constraint, classad2.ExprTree) else classad2.ExprTree(
-            "true" if constraint is None else str(constraint))
+        expr = (
+            constraint
+            if isinstance(constraint, classad2.ExprTree)
+            else classad2.ExprTree("true" if constraint is None else str(constraint))
+        )
         out = []
         for rec in records:
             ad = _ad_from_json(rec["ad"])
@@ -572,8 +605,14 @@ class FakeSchedd:
                 break
         return out
 
-    def query(self, constraint: Any = "true", projection: list[str] = [], callback: Any = None,
-              limit: int = -1, opts: Any = None) -> list:
+    def query(
+        self,
+        constraint: Any = "true",
+        projection: Sequence[str] = (),
+        callback: Any = None,
+        limit: int = -1,
+        opts: Any = None,
+    ) -> list:
         scenario = self.state.scenario()
         self._log("query", {"constraint": str(constraint), "projection": list(projection)})
         if scenario.get("query_error"):
@@ -584,13 +623,21 @@ class FakeSchedd:
         ads = self._select(records, constraint, projection, limit)
         return [callback(a) for a in ads] if callback else ads
 
-    def history(self, constraint: Any = None, projection: list[str] = [], match: int = -1,
-                since: Any = None) -> list:
+    def history(
+        self, constraint: Any = None, projection: Sequence[str] = (), match: int = -1, since: Any = None
+    ) -> list:
         import classad2
 
         scenario = self.state.scenario()
-        self._log("history", {"constraint": str(constraint), "projection": list(projection), "match": match,
-                              "since": None if since is None else str(since)})
+        self._log(
+            "history",
+            {
+                "constraint": str(constraint),
+                "projection": list(projection),
+                "match": match,
+                "since": None if since is None else str(since),
+            },
+        )
         if scenario.get("history_error"):
             raise _error(scenario["history_error"])
         self._advance()
@@ -618,8 +665,10 @@ class FakeSchedd:
         import htcondor2
 
         scenario = self.state.scenario()
-        self._log("act", {"action": str(action), "job_spec": job_spec if isinstance(job_spec, (list, str, int))
-                          else str(job_spec)})
+        self._log(
+            "act",
+            {"action": str(action), "job_spec": job_spec if isinstance(job_spec, (list, str, int)) else str(job_spec)},
+        )
         if scenario.get("act_error"):
             raise _error(scenario["act_error"])
         if action != htcondor2.JobAction.Remove:
@@ -732,6 +781,7 @@ class FakeSchedd:
 # the starter: runs one job for real
 # ---------------------------------------------------------------------------
 
+
 def _pdeathsig() -> None:
     """In the job: die with the starter (so that a killed starter leaves no job behind)."""
     try:
@@ -771,19 +821,39 @@ def starter_main(state_dir: str, bid: str) -> int:
         x, ad = rec["x"], rec["ad"]
         job_ad = scratch / ".job.ad"
         job_ad.write_text("".join(f"{k} = {v}\n" for k, v in sorted(ad.items())))
-        env = {"_CONDOR_SCRATCH_DIR": str(scratch), "_CONDOR_SLOT": "slot1", "_CONDOR_JOB_AD": str(job_ad),
-               "_CONDOR_JOB_IWD": json.loads(ad["Iwd"]), "TMPDIR": str(scratch), "TMP": str(scratch),
-               "TEMP": str(scratch), "BATCH_SYSTEM": "HTCondor", **x["env"]}
+        env = {
+            "_CONDOR_SCRATCH_DIR": str(scratch),
+            "_CONDOR_SLOT": "slot1",
+            "_CONDOR_JOB_AD": str(job_ad),
+            "_CONDOR_JOB_IWD": json.loads(ad["Iwd"]),
+            "TMPDIR": str(scratch),
+            "TMP": str(scratch),
+            "TEMP": str(scratch),
+            "BATCH_SYSTEM": "HTCondor",
+            **x["env"],
+        }
         out_path, err_path, iwd = (json.loads(ad[k]) for k in ("Out", "Err", "Iwd"))
         try:
             out = open(out_path, "ab")
             err = open(err_path, "ab")
-            proc = subprocess.Popen(x["argv"], cwd=iwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, start_new_session=True, preexec_fn=_pdeathsig)
+            proc = subprocess.Popen(
+                x["argv"],
+                cwd=iwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                preexec_fn=_pdeathsig,
+            )
         except OSError as e:
-            _set_status(rec, HELD, HoldReason=f"Error from slot1@{host}: Failed to execute "
-                                              f"'{x['argv'][0]}': {e.strerror}",
-                        HoldReasonCode=6, HoldReasonSubCode=e.errno or 0)
+            _set_status(
+                rec,
+                HELD,
+                HoldReason=f"Error from slot1@{host}: Failed to execute '{x['argv'][0]}': {e.strerror}",
+                HoldReasonCode=6,
+                HoldReasonSubCode=e.errno or 0,
+            )
             x["phase"] = "held"
             state.save(bid, rec)
             return 0
@@ -799,6 +869,7 @@ def starter_main(state_dir: str, bid: str) -> int:
         def hard_kill():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
         t = threading.Timer(vacate, hard_kill)
         t.daemon = True
         t.start()
@@ -817,9 +888,14 @@ def starter_main(state_dir: str, bid: str) -> int:
             return 0
         x = rec["x"]
         by_signal = rc < 0
-        attrs = dict(ExitBySignal=by_signal, ExitCode=None if by_signal else rc,
-                     ExitSignal=-rc if by_signal else None, CompletionDate=int(now),
-                     LastRemoteHost=f"slot1@{host}", RemoteHost=None)
+        attrs = dict(
+            ExitBySignal=by_signal,
+            ExitCode=None if by_signal else rc,
+            ExitSignal=-rc if by_signal else None,
+            CompletionDate=int(now),
+            LastRemoteHost=f"slot1@{host}",
+            RemoteHost=None,
+        )
         if x["phase"] == "removing":
             rec["ad"]["EnteredCurrentStatus"] = str(int(now))
             for k, v in attrs.items():
@@ -842,6 +918,7 @@ def starter_main(state_dir: str, bid: str) -> int:
 # ---------------------------------------------------------------------------
 # the collector
 # ---------------------------------------------------------------------------
+
 
 class FakeCollector:
     """``htcondor2.Collector`` stand-in: advertise records, query answers scripted slots."""
@@ -876,8 +953,9 @@ class FakeCollector:
         except OSError:
             return []
 
-    def query(self, ad_type: Any = None, constraint: Any = "true", projection: list[str] = [],
-              statistics: Any = None) -> list:
+    def query(
+        self, ad_type: Any = None, constraint: Any = "true", projection: Sequence[str] = (), statistics: Any = None
+    ) -> list:
         self._check()
         slots = self.state.scenario().get("slots", [])
         records = [{"ad": {k: _literal(v) for k, v in slot.items()}} for slot in slots]
@@ -887,8 +965,7 @@ class FakeCollector:
         import classad2
 
         self._check()
-        return classad2.ClassAd({"Name": name or f"fake-schedd@{socket.gethostname()}",
-                                 "MyAddress": "<127.0.0.1:0>"})
+        return classad2.ClassAd({"Name": name or f"fake-schedd@{socket.gethostname()}", "MyAddress": "<127.0.0.1:0>"})
 
 
 if __name__ == "__main__":

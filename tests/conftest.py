@@ -10,6 +10,7 @@ The helpers live in ``tests/support/``.
 from __future__ import annotations
 
 import pytest
+
 from support.jimcli import FAST_CONFIG, Jim, kill_all, validate_home
 
 

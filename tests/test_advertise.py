@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-import condor_fake
-from support.env import require_service
-from support.services import SLURM_STATE, slurm_env
-from support.jimcli import FAST_CONFIG
-
 from jim.adapters.fork import ForkAdapter
 from jim.adapters.slurm import SlurmAdapter
 from jim.paths import Home
+
+import condor_fake
+from support.env import require_service
+from support.jimcli import FAST_CONFIG
+from support.services import SLURM_STATE, slurm_env
 
 RESOURCES = """
 [site]
@@ -54,7 +54,7 @@ def parse_old(text: str):
 def ajim(jim_env, tmp_path):
     jim_env.fake_dir = tmp_path / "condor-fake"
     jim_env.env = condor_fake.enable(jim_env.env, jim_env.fake_dir)
-    base = FAST_CONFIG.replace("[site]\n", "[site]\nname = \"JIM.TEST.site\"\n")
+    base = FAST_CONFIG.replace("[site]\n", '[site]\nname = "JIM.TEST.site"\n')
     jim_env.config.write_text(base + RESOURCES.replace('[site]\nname = "JIM.TEST.site"\n', ""))
     return jim_env
 
@@ -71,8 +71,13 @@ def test_prints_the_site_as_an_old_classad(ajim):
     assert {"generic", "montecarlo", "reprocessing", "concat", "parametric"} <= set(ad.eval("JimJobTypes"))
     assert list(ad.eval("JimCEs")) == ["localhost"] and list(ad.eval("JimQueues")) == ["short", "long"]
     short, long = ad.eval("JimQueueParameters")
-    assert (short["CE"], short["Queue"], short["WallTimeLimit"], short["MaxRAM"], short["MaxCPUTime"]) == \
-        ("localhost", "short", 3600, 4096, 86400)
+    assert (short["CE"], short["Queue"], short["WallTimeLimit"], short["MaxRAM"], short["MaxCPUTime"]) == (
+        "localhost",
+        "short",
+        3600,
+        4096,
+        86400,
+    )
     assert list(long.eval("Tag")) == ["cvmfs", "bigmem"] and long["Comment"] == 'quotes " and\nnewlines'
     assert long.eval("WallTimeLimit") == float("inf")
     assert ad["JimMaxLocalJobs"] == 500 and ad["JimMaxCPUPerJob"] == 36000.0
@@ -114,8 +119,9 @@ def test_sends_to_the_collector_given(ajim):
 
 
 def test_sends_to_the_configured_collector(ajim):
-    ajim.config.write_text(ajim.config.read_text() + '\n[advertise]\ncollector = "cm.site.org"\n'
-                           'contact = "gk.site.org/jobmanager-jim"\n')
+    ajim.config.write_text(
+        ajim.config.read_text() + '\n[advertise]\ncollector = "cm.site.org"\ncontact = "gk.site.org/jobmanager-jim"\n'
+    )
     proc = ajim.run("advertise", "--json")
     assert proc.returncode == 0, proc.stderr
     sent = condor_fake.FakeCollector(ajim.fake_dir).advertised()
@@ -128,7 +134,8 @@ def test_an_unreachable_collector_is_one_line_and_exit_1(ajim):
     proc = ajim.run("advertise", "--collector", "cm.example.org")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
-        "jim: error: cannot advertise to the collector cm.example.org: Failed to advertise to collector."]
+        "jim: error: cannot advertise to the collector cm.example.org: Failed to advertise to collector."
+    ]
 
 
 def test_an_unreachable_collector_with_the_real_bindings(jim_env):
@@ -149,11 +156,16 @@ def test_unknown_advertise_key_is_a_config_error(jim_env):
 # free slots
 # ---------------------------------------------------------------------------
 
+
 def test_condor_free_slots_in_the_ad(ajim):
     ajim.config.write_text(ajim.config.read_text() + f'\n[batch]\nadapter = "condor"\npython = "{sys.executable}"\n')
-    condor_fake.set_scenario(ajim.fake_dir, slots=[
-        {"Name": "slot1@wn1", "Cpus": 8, "State": "Unclaimed", "Activity": "Idle"},
-        {"Name": "slot1@wn2", "Cpus": 8, "State": "Claimed", "Activity": "Busy"}])
+    condor_fake.set_scenario(
+        ajim.fake_dir,
+        slots=[
+            {"Name": "slot1@wn1", "Cpus": 8, "State": "Unclaimed", "Activity": "Idle"},
+            {"Name": "slot1@wn2", "Cpus": 8, "State": "Claimed", "Activity": "Busy"},
+        ],
+    )
     data = json.loads(ajim.run("advertise", "--json").stdout)
     assert data["JimBatchSystem"] == "condor" and data["JimFreeSlots"] == 8
     condor_fake.set_scenario(ajim.fake_dir, collector_error="Failed communication with collector.")
@@ -168,6 +180,7 @@ def test_fork_free_slots_count_running_local_jobs(jim_env, monkeypatch):
     before = adapter.free_slots()
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=60)(count=3)")
     import time
+
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if sum(lj["state"] == "RUNNING" for lj in jim_env.status(job)["localJobs"]) == 3:
@@ -194,8 +207,9 @@ def test_slurm_free_slots_from_sinfo(tmp_path, monkeypatch):
         monkeypatch.setenv(k, v)
     assert a.free_slots() == 29
     assert (tmp_path / "shim" / "argv").read_text().split() == ["-h", "-o", "%C", "-p", "debug"]
-    for k, v in _shim(tmp_path, "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2\n"
-                                "exit 1\n").items():
+    for k, v in _shim(
+        tmp_path, "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2\nexit 1\n"
+    ).items():
         monkeypatch.setenv(k, v)
     assert a.free_slots() is None
 

@@ -16,16 +16,24 @@ from pathlib import Path
 
 import pytest
 
-from support.golden import golden
-import condor_fake
-from support.jimcli import FAST_CONFIG
 from jim.adapters.base import LocalJobSpec, SubmitChunk
-from jim.adapters.condor import (JOB_STATUS, PROJECTION, CondorAdapter, CondorOptions, quote_arguments, status_of,
-                                 submit_text)
+from jim.adapters.condor import (
+    JOB_STATUS,
+    PROJECTION,
+    CondorAdapter,
+    CondorOptions,
+    quote_arguments,
+    status_of,
+    submit_text,
+)
 from jim.config import parse
 from jim.errors import ConfigError, QueryError, SubmitError
 from jim.paths import Home
 from jim.states import Evidence, LocalState
+
+import condor_fake
+from support.golden import golden
+from support.jimcli import FAST_CONFIG
 
 GRID = "20261122-070000-abcdef01"
 
@@ -48,9 +56,15 @@ def adapter(tmp_path, fake):
 
 def chunk_for(job_dir: Path, indices, **kw) -> SubmitChunk:
     job_dir.mkdir(parents=True, exist_ok=True)
-    return SubmitChunk(GRID, [LocalJobSpec(k, f"{GRID}.{k}") for k in indices], job_dir=job_dir,
-                       wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
-                       outroot=job_dir / "local", **kw)
+    return SubmitChunk(
+        GRID,
+        [LocalJobSpec(k, f"{GRID}.{k}") for k in indices],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        **kw,
+    )
 
 
 def wait_for(predicate, timeout=20.0, what="condition"):
@@ -67,14 +81,27 @@ def wait_for(predicate, timeout=20.0, what="condition"):
 # the submit description
 # ---------------------------------------------------------------------------
 
+
 def test_submit_description_is_golden(tmp_path):
-    a = CondorAdapter(Home(tmp_path).ensure(), {
-        "python": "/usr/bin/python3", "requirements": 'OpSysAndVer == "AlmaLinux9" && Memory >= 2000',
-        "submit_commands": {"request_memory": "2GB", "request_cpus": 1, "+AccountingGroup": '"group_d0.mc"'}})
+    a = CondorAdapter(
+        Home(tmp_path).ensure(),
+        {
+            "python": "/usr/bin/python3",
+            "requirements": 'OpSysAndVer == "AlmaLinux9" && Memory >= 2000',
+            "submit_commands": {"request_memory": "2GB", "request_cpus": 1, "+AccountingGroup": '"group_d0.mc"'},
+        },
+    )
     job_dir = Path("/var/lib/jim/user/jobs") / GRID
-    chunk = SubmitChunk(GRID, [LocalJobSpec(k, f"{GRID}.{k}") for k in (3, 4, 5)], job_dir=job_dir,
-                        wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
-                        outroot=job_dir / "local", queue="long", limits={"wall_seconds": 7200})
+    chunk = SubmitChunk(
+        GRID,
+        [LocalJobSpec(k, f"{GRID}.{k}") for k in (3, 4, 5)],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        queue="long",
+        limits={"wall_seconds": 7200},
+    )
     text = str(a.submit_description(chunk, 3))
     golden("condor-submit.sub", text)
     desc = a.description(chunk, 3)
@@ -86,9 +113,37 @@ def test_submit_description_is_golden(tmp_path):
 
 
 HOSTILE = [
-    "plain", "", "two words", "it's", 'say "hi"', "both ' and \"", "''", '""', "$HOME", "${HOME}",
-    "$", "cost $5", "a$b", "$ (x)", "$'('", '$"("', "$)", "back\\slash", "tab\there", "  lead and trail  ", "x;rm -rf /", "`id`", "%s %d",
-    "ünïcødé ✓", "--opt='a b'", "'", "\"", "=", "#not a comment", "[ClassAd]", "{a,b}",
+    "plain",
+    "",
+    "two words",
+    "it's",
+    'say "hi"',
+    "both ' and \"",
+    "''",
+    '""',
+    "$HOME",
+    "${HOME}",
+    "$",
+    "cost $5",
+    "a$b",
+    "$ (x)",
+    "$'('",
+    '$"("',
+    "$)",
+    "back\\slash",
+    "tab\there",
+    "  lead and trail  ",
+    "x;rm -rf /",
+    "`id`",
+    "%s %d",
+    "ünïcødé ✓",
+    "--opt='a b'",
+    "'",
+    '"',
+    "=",
+    "#not a comment",
+    "[ClassAd]",
+    "{a,b}",
 ]
 
 
@@ -104,8 +159,10 @@ def test_hostile_arguments_round_trip_through_the_submit_language(arg):
     assert condor_fake.parse_arguments(sub.expand("arguments")) == argv
 
 
-@pytest.mark.parametrize("arg", ["line\nbreak", "carriage\rreturn", "a$$b", "nul\x00", "$(HOME)", "$(DOLLAR)",
-                                 "$ENV(HOME)", "x$F(y)", "$INT(3)"])
+@pytest.mark.parametrize(
+    "arg",
+    ["line\nbreak", "carriage\rreturn", "a$$b", "nul\x00", "$(HOME)", "$(DOLLAR)", "$ENV(HOME)", "x$F(y)", "$INT(3)"],
+)
 def test_arguments_the_submit_language_cannot_carry_are_refused(arg):
     with pytest.raises(ValueError):
         quote_arguments(["x", arg])
@@ -122,8 +179,8 @@ def test_the_fake_parses_arguments_as_the_htcondor_manual_says():
     """The examples of condor_submit(1) for the new arguments syntax (guards the fake's parser)."""
     parse = condor_fake.parse_arguments
     assert parse('"3 simple arguments"') == ["3", "simple", "arguments"]
-    assert parse('"one \'two with spaces\' 3"') == ["one", "two with spaces", "3"]
-    assert parse('"one ""two"" \'spacey \'\'quoted\'\' argument\'"') == ["one", '"two"', "spacey 'quoted' argument"]
+    assert parse("\"one 'two with spaces' 3\"") == ["one", "two with spaces", "3"]
+    assert parse("\"one \"\"two\"\" 'spacey ''quoted'' argument'\"") == ["one", '"two"', "spacey 'quoted' argument"]
     with pytest.raises(ValueError):
         parse('"unbalanced \'quote"')
     with pytest.raises(ValueError):
@@ -143,18 +200,22 @@ def test_submit_text_escapes_dollars():
 # options
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("options, words", [
-    ({"python": "python3"}, "absolute path"),
-    ({"submit_commands": "request_memory = 2GB"}, "table"),
-    ({"submit_commands": {"executable": "/bin/evil"}}, "jim sets"),
-    ({"submit_commands": {"+JimTag": '"x"'}}, "jim sets"),
-    ({"submit_commands": {"MY.JimAnything": '"x"'}}, "jim sets"),
-    ({"submit_commands": {"requirements": "true"}}, "requirements option"),
-    ({"submit_commands": {"request_memory": "1\nqueue 100"}}, "one line"),
-    ({"submit_commands": {"bad name": "1"}}, "not a submit command"),
-    ({"requirements": "Memory >="}, "not a ClassAd expression"),
-    ({"nonsense": 1}, "unknown option"),
-])
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"python": "python3"}, "absolute path"),
+        ({"submit_commands": "request_memory = 2GB"}, "table"),
+        ({"submit_commands": {"executable": "/bin/evil"}}, "jim sets"),
+        ({"submit_commands": {"+JimTag": '"x"'}}, "jim sets"),
+        ({"submit_commands": {"MY.JimAnything": '"x"'}}, "jim sets"),
+        ({"submit_commands": {"requirements": "true"}}, "requirements option"),
+        ({"submit_commands": {"request_memory": "1\nqueue 100"}}, "one line"),
+        ({"submit_commands": {"bad name": "1"}}, "not a submit command"),
+        ({"requirements": "Memory >="}, "not a ClassAd expression"),
+        ({"nonsense": 1}, "unknown option"),
+    ],
+)
 def test_bad_options_are_config_errors(tmp_path, options, words):
     with pytest.raises(ConfigError) as e:
         CondorAdapter(Home(tmp_path).ensure(), options)
@@ -162,8 +223,16 @@ def test_bad_options_are_config_errors(tmp_path, options, words):
 
 
 def test_options_are_typed_and_checked_when_the_configuration_loads(tmp_path):
-    batch = parse({"batch": {"adapter": "htcondor", "python": "/opt/py/bin/python3", "history_days": 2,
-                             "submit_commands": {"request_memory": "2GB", "request_cpus": 1}}}).batch
+    batch = parse(
+        {
+            "batch": {
+                "adapter": "htcondor",
+                "python": "/opt/py/bin/python3",
+                "history_days": 2,
+                "submit_commands": {"request_memory": "2GB", "request_cpus": 1},
+            }
+        }
+    ).batch
     options = batch.options
     assert isinstance(options, CondorOptions)
     assert (options.python, options.history_days, options.cache_interval) == ("/opt/py/bin/python3", 2.0, 30.0)
@@ -179,8 +248,10 @@ def test_options_are_typed_and_checked_when_the_configuration_loads(tmp_path):
 
 
 def test_the_bindings_are_not_imported_with_jim():
-    code = ("import sys, jim, jim.cli, jim.adapters, jim.adapters.condor; "
-            "print(sorted(m for m in ('htcondor2', 'classad2', 'htcondor', 'classad') if m in sys.modules))")
+    code = (
+        "import sys, jim, jim.cli, jim.adapters, jim.adapters.condor; "
+        "print(sorted(m for m in ('htcondor2', 'classad2', 'htcondor', 'classad') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -202,8 +273,13 @@ def test_without_the_fake_the_real_bindings_are_used(tmp_path, monkeypatch):
 
 
 def test_transient_errors_classified(adapter, fake):
-    for text in ("Failed to connect to schedd", "SECMAN:2007:Failed to end classad message.", "Timed out",
-                 "Failed to fetch ads from schedd: connection refused", "Unable to locate local daemon"):
+    for text in (
+        "Failed to connect to schedd",
+        "SECMAN:2007:Failed to end classad message.",
+        "Timed out",
+        "Failed to fetch ads from schedd: connection refused",
+        "Unable to locate local daemon",
+    ):
         assert adapter.is_transient(text), text
     for text in ("Submit validation failed: request_disk is invalid", "no such universe"):
         assert not adapter.is_transient(text), text
@@ -220,22 +296,26 @@ def test_transient_errors_classified(adapter, fake):
 def test_a_query_is_dated_once_the_bindings_are_loaded(tmp_path, fake):
     """The on-disk answer is dated when the schedd is asked, not before a fresh process imports the
     bindings and the seam: else the next query comes sooner than cache_interval after this one."""
-    code = ("import sys\n"
-            "from jim.adapters.condor import CondorAdapter\n"
-            "from jim.paths import Home\n"
-            "a = CondorAdapter(Home(sys.argv[1]).ensure(), {'cache_interval': 0.5})\n"
-            "real, seen = a.query, []\n"
-            "loaded = lambda: all(m in sys.modules for m in ('classad2', 'condor_fake'))\n"
-            "a.query = lambda ids: seen.append(loaded()) or real(ids)\n"
-            "print(seen, a.query_cached(['1.0']).ok)\n")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home")], capture_output=True, text=True,
-                         check=True, env=os.environ).stdout
+    code = (
+        "import sys\n"
+        "from jim.adapters.condor import CondorAdapter\n"
+        "from jim.paths import Home\n"
+        "a = CondorAdapter(Home(sys.argv[1]).ensure(), {'cache_interval': 0.5})\n"
+        "real, seen = a.query, []\n"
+        "loaded = lambda: all(m in sys.modules for m in ('classad2', 'condor_fake'))\n"
+        "a.query = lambda ids: seen.append(loaded()) or real(ids)\n"
+        "print(seen, a.query_cached(['1.0']).ok)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "home")], capture_output=True, text=True, check=True, env=os.environ
+    ).stdout
     assert out.split() == ["[True]", "True"]
 
 
 # ---------------------------------------------------------------------------
 # states
 # ---------------------------------------------------------------------------
+
 
 def ad(**attrs):
     import classad2
@@ -246,8 +326,14 @@ def ad(**attrs):
 
 def test_state_map_is_complete_and_right():
     assert {k: v[1] for k, v in JOB_STATUS.items()} == {
-        1: LocalState.QUEUED, 2: LocalState.RUNNING, 3: LocalState.CANCELLED, 4: LocalState.DONE,
-        5: LocalState.HELD, 6: LocalState.RUNNING, 7: LocalState.SUSPENDED}
+        1: LocalState.QUEUED,
+        2: LocalState.RUNNING,
+        3: LocalState.CANCELLED,
+        4: LocalState.DONE,
+        5: LocalState.HELD,
+        6: LocalState.RUNNING,
+        7: LocalState.SUSPENDED,
+    }
     st = status_of(ad(JobStatus=2, RemoteHost="slot1_3@wn17.example.org"))
     assert st.state is LocalState.RUNNING and st.host == "wn17.example.org"
     assert st.tag == f"{GRID}.12" and st.submitted == 1700000000.0 and st.native == "Running (2)"
@@ -263,29 +349,43 @@ def test_state_map_is_complete_and_right():
 
 
 def test_hold_reason_is_recorded():
-    st = status_of(ad(JobStatus=5, HoldReason="Error from slot1@wn3: Failed to execute '/x': No such file",
-                      HoldReasonCode=6, HoldReasonSubCode=2))
+    st = status_of(
+        ad(
+            JobStatus=5,
+            HoldReason="Error from slot1@wn3: Failed to execute '/x': No such file",
+            HoldReasonCode=6,
+            HoldReasonSubCode=2,
+        )
+    )
     assert st.state is LocalState.HELD
     assert st.reason == "Error from slot1@wn3: Failed to execute '/x': No such file (HoldReasonCode 6, subcode 2)"
 
 
 def test_scripted_states_through_one_projected_query(tmp_path, fake, adapter):
-    condor_fake.set_scenario(fake.state.dir, rules=[
-        {"when": "ProcId == 0", "hold": {"reason": "Job exceeded allowed_job_duration", "code": 46}},
-        {"when": "ProcId == 1", "status": 6},
-        {"when": "ProcId == 2", "status": 7},
-        {"when": "ProcId == 3", "idle": True},
-        {"when": "ProcId == 4", "exit": {"code": 0}, "leave_in_queue": True},
-        {"when": "ProcId == 5", "exit": {"signal": 11}, "leave_in_queue": True},
-    ])
+    condor_fake.set_scenario(
+        fake.state.dir,
+        rules=[
+            {"when": "ProcId == 0", "hold": {"reason": "Job exceeded allowed_job_duration", "code": 46}},
+            {"when": "ProcId == 1", "status": 6},
+            {"when": "ProcId == 2", "status": 7},
+            {"when": "ProcId == 3", "idle": True},
+            {"when": "ProcId == 4", "exit": {"code": 0}, "leave_in_queue": True},
+            {"when": "ProcId == 5", "exit": {"signal": 11}, "leave_in_queue": True},
+        ],
+    )
     ids = adapter.submit_chunk(chunk_for(tmp_path / "job", range(6)))
     assert ids == {k: f"1.{k}" for k in range(6)}
     res = adapter.query(list(ids.values()))
     assert res.ok
     states = {b: (s.state, s.exit_code) for b, s in res.statuses.items()}
-    assert states == {"1.0": (LocalState.HELD, None), "1.1": (LocalState.RUNNING, None),
-                      "1.2": (LocalState.SUSPENDED, None), "1.3": (LocalState.QUEUED, None),
-                      "1.4": (LocalState.DONE, 0), "1.5": (LocalState.FAILED, 139)}
+    assert states == {
+        "1.0": (LocalState.HELD, None),
+        "1.1": (LocalState.RUNNING, None),
+        "1.2": (LocalState.SUSPENDED, None),
+        "1.3": (LocalState.QUEUED, None),
+        "1.4": (LocalState.DONE, 0),
+        "1.5": (LocalState.FAILED, 139),
+    }
     assert res.statuses["1.0"].reason == "Job exceeded allowed_job_duration (HoldReasonCode 46)"
     assert all(res.statuses[f"1.{k}"].tag == f"{GRID}.{k}" for k in range(6))
     queries = fake.calls("query")
@@ -303,6 +403,7 @@ def test_query_failure_is_no_news(adapter, fake):
 # submit, history, cancel, reconcile (in process, real jobs)
 # ---------------------------------------------------------------------------
 
+
 def write_wrapper(job_dir: Path, body: str = "") -> None:
     """A stand-in wrapper: exits with its index (from the environment HTCondor gives it)."""
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -311,7 +412,8 @@ def write_wrapper(job_dir: Path, body: str = "") -> None:
         "i = int(os.environ['JIM_INDEX_ARRAY']) + int(sys.argv[sys.argv.index('--index-offset') + 1])\n"
         f"{body}\n"
         "print('local job', i, 'batch id', os.environ['JIM_BATCH_ID'], 'path', os.environ.get('PATH'))\n"
-        "sys.exit(i)\n")
+        "sys.exit(i)\n"
+    )
 
 
 def test_one_transaction_per_run_of_local_jobs(tmp_path, fake, adapter):
@@ -329,9 +431,12 @@ def test_one_transaction_per_run_of_local_jobs(tmp_path, fake, adapter):
     assert res.ok and res.statuses == {}
     acct = adapter.accounting(list(ids.values()))
     assert {b: (s.state, s.exit_code, s.evidence) for b, s in acct.items()} == {
-        "1.0": (LocalState.DONE, 0, Evidence.ACCOUNTING), "1.1": (LocalState.FAILED, 1, Evidence.ACCOUNTING),
-        "1.2": (LocalState.FAILED, 2, Evidence.ACCOUNTING), "2.0": (LocalState.FAILED, 7, Evidence.ACCOUNTING),
-        "2.1": (LocalState.FAILED, 8, Evidence.ACCOUNTING)}
+        "1.0": (LocalState.DONE, 0, Evidence.ACCOUNTING),
+        "1.1": (LocalState.FAILED, 1, Evidence.ACCOUNTING),
+        "1.2": (LocalState.FAILED, 2, Evidence.ACCOUNTING),
+        "2.0": (LocalState.FAILED, 7, Evidence.ACCOUNTING),
+        "2.1": (LocalState.FAILED, 8, Evidence.ACCOUNTING),
+    }
     assert acct["2.1"].tag == f"{GRID}.8"
     hist = fake.calls("history")[-1]
     assert hist["match"] == 5 and "member(ProcId, {0, 1, 2})" in hist["constraint"]
@@ -350,8 +455,11 @@ def test_a_refused_later_run_leaves_the_chunk_partly_submitted(tmp_path, fake, a
 
     def refuse_the_second(chunk, offset):
         if offset == 7:
-            condor_fake.set_scenario(fake.state.dir, submit_error="Submit validation failed: request_disk is invalid",
-                                     rules=[{"when": "true", "idle": True}])
+            condor_fake.set_scenario(
+                fake.state.dir,
+                submit_error="Submit validation failed: request_disk is invalid",
+                rules=[{"when": "true", "idle": True}],
+            )
         return describe(chunk, offset)
 
     condor_fake.set_scenario(fake.state.dir, rules=[{"when": "true", "idle": True}])
@@ -366,8 +474,11 @@ def test_a_refused_later_run_leaves_the_chunk_partly_submitted(tmp_path, fake, a
 
 
 def test_submit_reconciles_a_lost_answer_instead_of_submitting_again(tmp_path, fake, adapter):
-    condor_fake.set_scenario(fake.state.dir, submit_error_after_commit="Failed to receive reply: connection reset",
-                             rules=[{"when": "true", "idle": True}])
+    condor_fake.set_scenario(
+        fake.state.dir,
+        submit_error_after_commit="Failed to receive reply: connection reset",
+        rules=[{"when": "true", "idle": True}],
+    )
     assert adapter.submit(chunk_for(tmp_path / "job", range(2))) == {0: "1.0", 1: "1.1"}
     assert len(fake.calls("submit")) == 1
 
@@ -388,10 +499,13 @@ def test_history_and_remove_name_ids_per_command_clusters_at_a_time(tmp_path, fa
 
 def test_cancel_removes_and_the_jobs_get_sigterm(tmp_path, fake, adapter):
     job_dir = tmp_path / "job"
-    write_wrapper(job_dir, "import signal\n"
-                  "signal.signal(signal.SIGTERM, lambda *a: (open(os.environ['TMPDIR'] + '/../../term.' + str(i),"
-                  " 'w').close(), sys.exit(143)))\n"
-                  "open(os.environ['TMPDIR'] + '/../../ready.' + str(i), 'w').close()\ntime.sleep(60)")
+    write_wrapper(
+        job_dir,
+        "import signal\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (open(os.environ['TMPDIR'] + '/../../term.' + str(i),"
+        " 'w').close(), sys.exit(143)))\n"
+        "open(os.environ['TMPDIR'] + '/../../ready.' + str(i), 'w').close()\ntime.sleep(60)",
+    )
     ids = adapter.submit_chunk(chunk_for(job_dir, range(3)))
     wait_for(lambda: len(list(fake.state.dir.glob("ready.*"))) == 3, what="three running jobs")
     adapter.cancel(list(ids.values()), 1.0)
@@ -405,8 +519,9 @@ def test_cancel_removes_and_the_jobs_get_sigterm(tmp_path, fake, adapter):
 
 
 def test_find_by_tag_in_queue_and_history(tmp_path, fake, adapter):
-    condor_fake.set_scenario(fake.state.dir, rules=[{"when": "ProcId == 0", "exit": {"code": 0}},
-                                                   {"when": "ProcId > 0", "idle": True}])
+    condor_fake.set_scenario(
+        fake.state.dir, rules=[{"when": "ProcId == 0", "exit": {"code": 0}}, {"when": "ProcId > 0", "idle": True}]
+    )
     adapter.submit_chunk(chunk_for(tmp_path / "job", range(3)))
     adapter.query([])  # lets the scripted job 0 complete
     found = adapter.find_by_tag(GRID, [f"{GRID}.0", f"{GRID}.2", f"{GRID}.9"])
@@ -423,8 +538,11 @@ def test_refused_submit_is_permanent_and_creates_nothing(tmp_path, fake, adapter
 
 
 def test_lost_answer_after_commit_is_transient_and_found_by_tag(tmp_path, fake, adapter):
-    condor_fake.set_scenario(fake.state.dir, submit_error_after_commit="Failed to receive reply: connection reset",
-                             rules=[{"when": "true", "idle": True}])
+    condor_fake.set_scenario(
+        fake.state.dir,
+        submit_error_after_commit="Failed to receive reply: connection reset",
+        rules=[{"when": "true", "idle": True}],
+    )
     with pytest.raises(SubmitError) as e:
         adapter.submit_chunk(chunk_for(tmp_path / "job", range(2)))
     assert e.value.transient
@@ -432,10 +550,14 @@ def test_lost_answer_after_commit_is_transient_and_found_by_tag(tmp_path, fake, 
 
 
 def test_free_slots_from_the_collector(adapter, fake):
-    condor_fake.set_scenario(fake.state.dir, slots=[
-        {"Name": "slot1@a", "Cpus": 6, "State": "Unclaimed", "Activity": "Idle"},
-        {"Name": "slot2@a", "Cpus": 2, "State": "Claimed", "Activity": "Busy"},
-        {"Name": "slot1@b", "Cpus": 1, "State": "Unclaimed", "Activity": "Idle"}])
+    condor_fake.set_scenario(
+        fake.state.dir,
+        slots=[
+            {"Name": "slot1@a", "Cpus": 6, "State": "Unclaimed", "Activity": "Idle"},
+            {"Name": "slot2@a", "Cpus": 2, "State": "Claimed", "Activity": "Busy"},
+            {"Name": "slot1@b", "Cpus": 1, "State": "Unclaimed", "Activity": "Idle"},
+        ],
+    )
     assert adapter.free_slots() == 7
     condor_fake.set_scenario(fake.state.dir, collector_error="Failed communication with collector.")
     assert adapter.free_slots() is None
@@ -445,12 +567,15 @@ def test_free_slots_from_the_collector(adapter, fake):
 # grid jobs end to end, through the CLI (worker and monitor are subprocesses)
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def cjim(jim_env, tmp_path):
     fake_dir = tmp_path / "condor-fake"
     jim_env.env = condor_fake.enable(jim_env.env, fake_dir)
-    jim_env.config.write_text(FAST_CONFIG + f'\n[batch]\nadapter = "condor"\npython = "{sys.executable}"\n'
-                              f'cache_interval = 0.5\nchunk_size = 4\n')
+    jim_env.config.write_text(
+        FAST_CONFIG + f'\n[batch]\nadapter = "condor"\npython = "{sys.executable}"\n'
+        f"cache_interval = 0.5\nchunk_size = 4\n"
+    )
     jim_env.fake = condor_fake.FakeSchedd(fake_dir)
     yield jim_env
     jim_env.fake.kill_everything()
@@ -462,17 +587,22 @@ def test_grid_job_end_to_end(cjim):
     assert out["JOB_STATE"] == "DONE", cjim.run("status", job).stdout
     st = cjim.status(job)
     assert [lj["state"] for lj in st["localJobs"]] == ["DONE"] * 10
-    assert {lj["batchId"] for lj in st["localJobs"]} == {f"{c}.{p}" for c, n in ((1, 4), (2, 4), (3, 2))
-                                                        for p in range(n)}
+    assert {lj["batchId"] for lj in st["localJobs"]} == {
+        f"{c}.{p}" for c, n in ((1, 4), (2, 4), (3, 2)) for p in range(n)
+    }
     submits = cjim.fake.calls("submit")
     assert [s["count"] for s in submits] == [4, 4, 2]  # chunk_size 4: one transaction per chunk
     # one projected query per interval for everything (never one per job)
     queries = cjim.fake.calls("query")
-    spans = [q["at"] for q in queries if q["constraint"].startswith("JimGridJob =!= undefined")
-             and "&& (" not in q["constraint"]]  # the status query, not a search by tag
+    spans = [
+        q["at"]
+        for q in queries
+        if q["constraint"].startswith("JimGridJob =!= undefined") and "&& (" not in q["constraint"]
+    ]  # the status query, not a search by tag
     assert len(spans) >= 2
     assert all(b - a >= 0.45 for a, b in zip(spans, spans[1:])), "more than one query per cache interval"
     import tarfile
+
     with tarfile.open(st["outputTar"]) as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith("/stdout.3.1.3"))
         assert tar.extractfile(member).read().decode().strip() == "hello from 3"
@@ -480,14 +610,22 @@ def test_grid_job_end_to_end(cjim):
 
 def test_held_job_records_the_hold_reason(cjim):
     cjim.fake.state.dir.mkdir(parents=True, exist_ok=True)
-    condor_fake.set_scenario(cjim.fake.state.dir, rules=[
-        {"when": "JimOffset + ProcId == 1", "after": 0.5,
-         "hold": {"reason": "Error from slot1@wn3: SHADOW at 10.0.0.1 failed to activate claim", "code": 12}}])
+    condor_fake.set_scenario(
+        cjim.fake.state.dir,
+        rules=[
+            {
+                "when": "JimOffset + ProcId == 1",
+                "after": 0.5,
+                "hold": {"reason": "Error from slot1@wn3: SHADOW at 10.0.0.1 failed to activate claim", "code": 12},
+            }
+        ],
+    )
     job = cjim.submit('&(executable=/bin/sh)(arguments=-c "exit 0")(count=3)')
 
     def held():
         lj = cjim.status(job)["localJobs"]
         return lj if lj[1]["state"] == "HELD" and lj[0]["state"] == "DONE" and lj[2]["state"] == "DONE" else None
+
     lj = wait_for(held, timeout=40, what="local job 1 held, the others done")
     assert lj[1]["reason"] == "Error from slot1@wn3: SHADOW at 10.0.0.1 failed to activate claim (HoldReasonCode 12)"
     assert cjim.poll(job)["JOB_STATE"] == "SUSPENDED"  # every waiting local job is held
@@ -499,11 +637,15 @@ def test_held_job_records_the_hold_reason(cjim):
 def test_jobs_that_left_the_queue_are_settled_from_the_history(cjim):
     """No wrapper ran (scripted exits), so no exit-code file: the history decides, never silence."""
     cjim.fake.state.dir.mkdir(parents=True, exist_ok=True)
-    condor_fake.set_scenario(cjim.fake.state.dir, rules=[
-        {"when": "ProcId == 0", "after": 0.5, "exit": {"code": 0}},
-        {"when": "ProcId == 1", "after": 0.5, "exit": {"code": 3}},
-        {"when": "ProcId == 2", "after": 0.5, "exit": {"code": 0}, "vanish": True}])
-    job = cjim.submit('&(executable=/bin/true)(count=3)')
+    condor_fake.set_scenario(
+        cjim.fake.state.dir,
+        rules=[
+            {"when": "ProcId == 0", "after": 0.5, "exit": {"code": 0}},
+            {"when": "ProcId == 1", "after": 0.5, "exit": {"code": 3}},
+            {"when": "ProcId == 2", "after": 0.5, "exit": {"code": 0}, "vanish": True},
+        ],
+    )
+    job = cjim.submit("&(executable=/bin/true)(count=3)")
     out = cjim.wait(job, timeout=40)
     assert out["JOB_STATE"] == "FAILED"
     lj = cjim.status(job)["localJobs"]
@@ -517,7 +659,7 @@ def test_jobs_that_left_the_queue_are_settled_from_the_history(cjim):
 def test_refused_submission_fails_the_local_jobs_with_the_reason(cjim):
     cjim.fake.state.dir.mkdir(parents=True, exist_ok=True)
     condor_fake.set_scenario(cjim.fake.state.dir, submit_error="Submit validation failed: no such universe")
-    job = cjim.submit('&(executable=/bin/true)(count=2)')
+    job = cjim.submit("&(executable=/bin/true)(count=2)")
     out = cjim.wait(job, timeout=30)
     assert out["JOB_STATE"] == "FAILED"
     lj = cjim.status(job)["localJobs"]
@@ -544,7 +686,7 @@ def test_the_adapter_checks_the_bindings_took_the_description_as_given(tmp_path,
     a = CondorAdapter(Home(tmp_path).ensure(), {})
     chunk = chunk_for(tmp_path / "job", [0])
     desc = a.description(chunk, 0)
-    monkeypatch.setattr(a, "description", lambda c, o: {**desc, "notification": 'never\nrequirements = false'})
+    monkeypatch.setattr(a, "description", lambda c, o: {**desc, "notification": "never\nrequirements = false"})
     with pytest.raises(SubmitError) as e:
         a.submit_description(chunk, 0)
     assert not e.value.transient and "requirements" in e.value.message

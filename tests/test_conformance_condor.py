@@ -48,7 +48,7 @@ class TestCondorConformance(AdapterConformance):
 
     def test_query_failure_is_no_news_and_degrades(self, cjim):
         """As the base test, with the failure scripted in the fake schedd instead of a broken command."""
-        job = cjim.submit('&(executable=/bin/sleep)(arguments=60)(count=2)')
+        job = cjim.submit("&(executable=/bin/sleep)(arguments=60)(count=2)")
         self._running(cjim, job, 2, self.turnaround)
         before = cjim.status(job)["localJobs"]
         condor_fake.set_scenario(self.fake_dir, query_error="Failed to fetch ads from schedd: connection refused")

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from support.conformance import AdapterConformance
 from fake_sched import FakeSched
+from support.conformance import AdapterConformance
 
 
 class TestFakeSchedConformance(AdapterConformance):
@@ -37,8 +37,15 @@ class TestFakeSchedConformance(AdapterConformance):
         subprocess.run(["scancel", "--signal=KILL", "--full", batch_id], env=env, check=True)
 
     def render_for_golden(self, adapter, chunk):
-        return adapter.render("slurm.sh", grid_id=chunk.grid_id, offset=0, python="python3",
-                              wrapper=chunk.wrapper, sandbox=chunk.sandbox, outroot=chunk.outroot)
+        return adapter.render(
+            "slurm.sh",
+            grid_id=chunk.grid_id,
+            offset=0,
+            python="python3",
+            wrapper=chunk.wrapper,
+            sandbox=chunk.sandbox,
+            outroot=chunk.outroot,
+        )
 
 
 OTHER_GRID = "19991231-235959-0ther0ld"
@@ -61,6 +68,7 @@ class TestFakeSchedConformanceWithFaults(TestFakeSchedConformance):
     def _fake(self, tmp_path):
         import os
         import time
+
         self.fake = FakeSched(tmp_path / "fake-sched")
         self.fake.set_faults(min_job_age=0.5)
         # another grid job's finished array, purged from the queue, still in accounting
@@ -68,9 +76,22 @@ class TestFakeSchedConformanceWithFaults(TestFakeSchedConformance):
         script = tmp_path / "other.sh"
         script.write_text("#!/bin/sh\nexit 0\n")
         script.chmod(0o755)
-        subprocess.run(["sbatch", "--parsable", "--array=0-29", f"--job-name=jim.{OTHER_GRID}.0",
-                        "-D", str(tmp_path), "-o", "/dev/null", str(script)], env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--array=0-29",
+                f"--job-name=jim.{OTHER_GRID}.0",
+                "-D",
+                str(tmp_path),
+                "-o",
+                "/dev/null",
+                str(script),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             subprocess.run(["fake-sched", "tick"], env=env, check=True)
@@ -78,8 +99,9 @@ class TestFakeSchedConformanceWithFaults(TestFakeSchedConformance):
                 break
             time.sleep(0.2)
         assert not self.fake.state()["jobs"], "the other grid job never finished"
-        self.fake.set_faults(min_job_age=10, slow_submit={"seconds": 8, "count": 1}, duplicate=-1,
-                             out_of_order=-1, reuse_ids=1)
+        self.fake.set_faults(
+            min_job_age=10, slow_submit={"seconds": 8, "count": 1}, duplicate=-1, out_of_order=-1, reuse_ids=1
+        )
         yield self.fake
 
     def batch_options(self):
@@ -87,7 +109,7 @@ class TestFakeSchedConformanceWithFaults(TestFakeSchedConformance):
 
     def test_faults_fired(self, cjim):
         """Guard: the faults of this class really happen (a fault that never fires tests nothing)."""
-        job = cjim.submit('&(executable=/bin/true)(count=3)')
+        job = cjim.submit("&(executable=/bin/true)(count=3)")
         out = cjim.wait(job, timeout=60)
         assert out["JOB_STATE"] == "DONE", cjim.run("status", job).stdout
         assert self.fake.fired("slow_submit") == 1

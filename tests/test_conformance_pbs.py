@@ -19,7 +19,7 @@ class TestPbsConformance(AdapterConformance):
     __test__ = True
     adapter = "pbs"
     query_command = "qstat"
-    query_failure_text = "Problem loading jobs."   # what the wrappers' qstat says with slurmctld down
+    query_failure_text = "Problem loading jobs."  # what the wrappers' qstat says with slurmctld down
     turnaround = 60.0
 
     bulk_submissions = None  # Slurm's wrappers have no usable arrays: one qsub per local job
@@ -39,6 +39,15 @@ class TestPbsConformance(AdapterConformance):
         subprocess.run(["scancel", "--signal=KILL", "--full", batch_id], env=env, check=True)
 
     def render_for_golden(self, adapter, chunk):
-        return adapter.render("pbs.sh", grid_id=chunk.grid_id, offset=0, python="python3", flavour="torque",
-                              wrapper=chunk.wrapper, sandbox=chunk.sandbox, outroot=chunk.outroot,
-                              index_env="PBS_ARRAYID", task="")
+        return adapter.render(
+            "pbs.sh",
+            grid_id=chunk.grid_id,
+            offset=0,
+            python="python3",
+            flavour="torque",
+            wrapper=chunk.wrapper,
+            sandbox=chunk.sandbox,
+            outroot=chunk.outroot,
+            index_env="PBS_ARRAYID",
+            task="",
+        )

@@ -43,5 +43,12 @@ class TestSlurmConformance(AdapterConformance):
         subprocess.run(["scancel", "--signal=KILL", "--full", batch_id], env=env, check=True)
 
     def render_for_golden(self, adapter, chunk):
-        return adapter.render("slurm.sh", grid_id=chunk.grid_id, offset=0, python="python3",
-                              wrapper=chunk.wrapper, sandbox=chunk.sandbox, outroot=chunk.outroot)
+        return adapter.render(
+            "slurm.sh",
+            grid_id=chunk.grid_id,
+            offset=0,
+            python="python3",
+            wrapper=chunk.wrapper,
+            sandbox=chunk.sandbox,
+            outroot=chunk.outroot,
+        )

@@ -12,8 +12,8 @@ import pytest
 from lxml import etree
 
 from jim.db import Database, new_record, validate
-from jim.jobid import new_job_id, valid_job_id
 from jim.errors import JobNotFound, LockTimeout
+from jim.jobid import new_job_id, valid_job_id
 from jim.locks import SingleInstance, locked
 from jim.paths import Home
 from jim.states import Evidence, GramState, LocalState
@@ -21,11 +21,19 @@ from jim.states import Evidence, GramState, LocalState
 
 def make(db: Database, n: int = 3, name: str = "test") -> str:
     job_id = new_job_id()
-    rec = new_record(job_id, jobtype="generic", name=name, owner="u", adapter="fork",
-                     description={"executable": ["/bin/true"], "environment": [["A", "1"]]},
-                     source_format="rsl", source_text="&(executable=/bin/true)",
-                     plan={"localJobs": n, "binding": "count"}, explanation=f"{n} jobs",
-                     slices=[{"firstEvent": k, "params": {"p": str(k)}} for k in range(n)])
+    rec = new_record(
+        job_id,
+        jobtype="generic",
+        name=name,
+        owner="u",
+        adapter="fork",
+        description={"executable": ["/bin/true"], "environment": [["A", "1"]]},
+        source_format="rsl",
+        source_text="&(executable=/bin/true)",
+        plan={"localJobs": n, "binding": "count"},
+        explanation=f"{n} jobs",
+        slices=[{"firstEvent": k, "params": {"p": str(k)}} for k in range(n)],
+    )
     db.create(rec)
     return job_id
 
@@ -66,7 +74,7 @@ def test_update_history_and_no_regression(db):
         lj.batch_id = "123"
         assert lj.set_state(LocalState.RUNNING)
         assert lj.set_state(LocalState.DONE, evidence=Evidence.BATCH, exit_code=0)
-        assert not lj.set_state(LocalState.RUNNING)   # terminal is final
+        assert not lj.set_state(LocalState.RUNNING)  # terminal is final
         with pytest.raises(ValueError):
             rec.local(1).set_state(LocalState.FAILED)  # terminal needs evidence
         rec.recompute()
@@ -119,9 +127,8 @@ def test_lock_timeout(db, tmp_path):
     t = threading.Thread(target=holder)
     t.start()
     held.wait(5)
-    with pytest.raises(LockTimeout):
-        with locked(path, 0.2):
-            pass
+    with pytest.raises(LockTimeout), locked(path, 0.2):
+        pass
     release.set()
     t.join()
     with locked(path, 0.2):
@@ -203,9 +210,19 @@ def test_single_instance(tmp_path):
 
 def test_failed_on_creation_slice(db):
     job_id = new_job_id()
-    rec = new_record(job_id, jobtype="x", name="n", owner="u", adapter="fork", description={},
-                     source_format="json", source_text="{}", plan={"localJobs": 2, "binding": "b"},
-                     explanation="e", slices=[{"events": 1}, {"events": 9, "failed_on_creation": "too long"}])
+    rec = new_record(
+        job_id,
+        jobtype="x",
+        name="n",
+        owner="u",
+        adapter="fork",
+        description={},
+        source_format="json",
+        source_text="{}",
+        plan={"localJobs": 2, "binding": "b"},
+        explanation="e",
+        slices=[{"events": 1}, {"events": 9, "failed_on_creation": "too long"}],
+    )
     db.create(rec)
     lj = db.read(job_id).local(1)
     assert lj.state is LocalState.FAILED and lj.evidence == "creation" and lj.get("reason") == "too long"
@@ -223,10 +240,9 @@ def test_update_reuses_a_known_record_only_while_the_file_is_unchanged(db):
         assert rec is not mine and rec.local(1).state is LocalState.SUBMITTING
     # a record changed in memory by an update that failed is never reused
     fresh = db.read(mine.id)
-    with pytest.raises(RuntimeError):
-        with db.update(mine.id, known=fresh) as rec:
-            rec.local(2).set_state(LocalState.SUBMITTING)
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), db.update(mine.id, known=fresh) as rec:
+        rec.local(2).set_state(LocalState.SUBMITTING)
+        raise RuntimeError("boom")
     assert fresh.disk_key is None
     with db.update(mine.id, known=fresh) as rec:
         assert rec is not fresh and rec.local(2).state is LocalState.PLANNED

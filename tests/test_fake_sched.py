@@ -70,10 +70,23 @@ def test_needs_its_directory(tmp_path):
 
 
 def test_array_runs_as_real_processes_with_slurm_variables(fake, tmp_path):
-    s = script(tmp_path, 'echo "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID job $SLURM_JOB_ID"; '
-                         'exit $SLURM_ARRAY_TASK_ID')
-    jid = sh(fake, "sbatch", "--parsable", "--array=0-2", "--job-name=jim.g.10", "--comment=c",
-             "-D", str(tmp_path), "-o", str(tmp_path / "o-%A_%a.out"), "--no-requeue", s).stdout.strip()
+    s = script(
+        tmp_path, 'echo "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID job $SLURM_JOB_ID"; exit $SLURM_ARRAY_TASK_ID'
+    )
+    jid = sh(
+        fake,
+        "sbatch",
+        "--parsable",
+        "--array=0-2",
+        "--job-name=jim.g.10",
+        "--comment=c",
+        "-D",
+        str(tmp_path),
+        "-o",
+        str(tmp_path / "o-%A_%a.out"),
+        "--no-requeue",
+        s,
+    ).stdout.strip()
     assert jid.isdigit()
     rows = wait_states(fake, {f"{jid}_0": "COMPLETED", f"{jid}_1": "FAILED", f"{jid}_2": "FAILED"})
     assert rows[f"{jid}_1"][5] == "NonZeroExitCode" and rows[f"{jid}_1"][6] == "jim.g.10"
@@ -82,6 +95,7 @@ def test_array_runs_as_real_processes_with_slurm_variables(fake, tmp_path):
     assert f"{jid}_2|FAILED|2:0|jim.g.10" in acct.splitlines()
     # and jim's own parsers read it
     from jim.adapters.slurm import parse_squeue
+
     st = parse_squeue(sh(fake, "squeue", "-h", "-r", "-t", "all", "-o", FMT).stdout)
     assert st[f"{jid}_0"].tag == "g.10" and st[f"{jid}_2"].tag == "g.12"
 
@@ -99,8 +113,9 @@ def test_ended_tasks_leave_squeue_after_min_job_age_but_stay_in_sacct(fake, tmp_
 def test_scancel_signals_the_job_and_records_cancelled(fake, tmp_path):
     flag = tmp_path / "got-term"
     ready = tmp_path / "ready"
-    s = script(tmp_path, f"trap 'echo term > {flag}; exit 143' TERM; touch {ready}.$SLURM_ARRAY_TASK_ID; "
-                         "sleep 30 & wait")
+    s = script(
+        tmp_path, f"trap 'echo term > {flag}; exit 143' TERM; touch {ready}.$SLURM_ARRAY_TASK_ID; sleep 30 & wait"
+    )
     jid = sh(fake, "sbatch", "--parsable", "--array=0-1", "-J", "x", "-D", str(tmp_path), s).stdout.strip()
     wait_states(fake, {f"{jid}_0": "RUNNING", f"{jid}_1": "RUNNING"})
     deadline = time.monotonic() + 10
@@ -121,8 +136,12 @@ def test_scancel_signals_the_job_and_records_cancelled(fake, tmp_path):
 def test_submissions_in_parallel_get_distinct_ids(fake, tmp_path):
     s = script(tmp_path, "true")
     with ThreadPoolExecutor(8) as pool:
-        ids = list(pool.map(lambda k: sh(fake, "sbatch", "--parsable", "-J", f"j{k}", "-D", str(tmp_path), s)
-                            .stdout.strip(), range(16)))
+        ids = list(
+            pool.map(
+                lambda k: sh(fake, "sbatch", "--parsable", "-J", f"j{k}", "-D", str(tmp_path), s).stdout.strip(),
+                range(16),
+            )
+        )
     assert len(set(ids)) == 16
 
 
@@ -148,8 +167,9 @@ def test_slow_submit_records_the_job_before_keeping_the_caller_waiting(fake, tmp
 
 
 def test_duplicate_and_out_of_order_rows(fake, tmp_path):
-    jid = sh(fake, "sbatch", "--parsable", "--array=0-1", "-J", "x", "-D", str(tmp_path),
-             script(tmp_path, "true")).stdout.strip()
+    jid = sh(
+        fake, "sbatch", "--parsable", "--array=0-1", "-J", "x", "-D", str(tmp_path), script(tmp_path, "true")
+    ).stdout.strip()
     wait_states(fake, {f"{jid}_0": "COMPLETED", f"{jid}_1": "COMPLETED"})
     fake.set_faults(duplicate=1)
     out = sh(fake, "squeue", "-h", "-r", "-t", "all", "-o", "%i|%T").stdout.splitlines()
@@ -162,13 +182,16 @@ def test_duplicate_and_out_of_order_rows(fake, tmp_path):
 
 def test_reused_id_and_its_old_accounting(fake, tmp_path):
     fake.set_faults(min_job_age=0.2)
-    old = sh(fake, "sbatch", "--parsable", "-J", "jim.old.0", "-D", str(tmp_path), script(tmp_path, "true")).stdout.strip()
+    old = sh(
+        fake, "sbatch", "--parsable", "-J", "jim.old.0", "-D", str(tmp_path), script(tmp_path, "true")
+    ).stdout.strip()
     wait_states(fake, {old: "COMPLETED"})
     time.sleep(0.3)
     sh(fake, "fake-sched", "tick")
     fake.set_faults(min_job_age=0.2, reuse_ids=1)
-    new = sh(fake, "sbatch", "--parsable", "-J", "jim.new.0", "-D", str(tmp_path),
-             script(tmp_path, "sleep 5")).stdout.strip()
+    new = sh(
+        fake, "sbatch", "--parsable", "-J", "jim.new.0", "-D", str(tmp_path), script(tmp_path, "sleep 5")
+    ).stdout.strip()
     assert new == old
     acct = sh(fake, "sacct", "-n", "-X", "-P", "-o", "JobID,State,JobName", "-j", new).stdout.splitlines()
     assert acct == [f"{new}|RUNNING|jim.new.0", f"{new}|COMPLETED|jim.old.0"]

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from support.jimcli import FAST_CONFIG
-from fake_sched import FakeSched
 from jim.states import LocalState
+
+from fake_sched import FakeSched
+from support.jimcli import FAST_CONFIG
 
 TERMINAL = {s.value for s in LocalState if s.terminal}
 
@@ -28,7 +29,9 @@ def fake(tmp_path):
 
 
 def config(lost_grace=5.0, command_timeout=10, extra=""):
-    return FAST_CONFIG.replace("lost_grace = 5.0", f"lost_grace = {lost_grace}") + f"""
+    return (
+        FAST_CONFIG.replace("lost_grace = 5.0", f"lost_grace = {lost_grace}")
+        + f"""
 [batch]
 adapter = "slurm"
 partition = "debug"
@@ -37,6 +40,7 @@ python = "{sys.executable}"
 command_timeout = {command_timeout}
 {extra}
 """
+    )
 
 
 @pytest.fixture
@@ -78,7 +82,7 @@ class Watch:
     def assert_no_regressions(self):
         # the grid job never goes back to PENDING once ACTIVE, and ends once
         if "ACTIVE" in self.grid:
-            assert "PENDING" not in self.grid[self.grid.index("ACTIVE"):], self.grid
+            assert "PENDING" not in self.grid[self.grid.index("ACTIVE") :], self.grid
         assert sum(s in ("DONE", "FAILED") for s in self.grid) <= 1, self.grid
         for k, seq in self.local.items():
             ended = [i for i, s in enumerate(seq) if s in TERMINAL]
@@ -105,7 +109,7 @@ def test_query_errors_degrade_change_nothing_and_submit_nothing(fjim, fake):
         time.sleep(0.2)
     assert degraded.exists(), "a failing squeue did not mark the adapter degraded"
     # a second grid job while degraded: planned, not submitted
-    job2 = fjim.submit('&(executable=/bin/true)(count=3)')
+    job2 = fjim.submit("&(executable=/bin/true)(count=3)")
     t_end = time.monotonic() + 8  # the local jobs of the first one end meanwhile: nobody may say so
     while time.monotonic() < t_end:
         assert fjim.poll(job)["JOB_STATE"] == "ACTIVE"
@@ -167,11 +171,10 @@ def test_submit_reconciled_while_the_jobs_are_known_to_neither_queue_nor_account
     assert out["JOB_STATE"] == "DONE", fjim.run("status", job).stdout
     assert len(fake.submissions(f"jim.{job}.")) == 1, "the array was submitted twice"
     assert sorted(int(x) for x in ledger.read_text().split()) == list(range(6))
-    assert {lj["batchId"] for lj in st["localJobs"]} == {f"{fake.submissions(f'jim.{job}.')[0]['submitted']}_{k}"
-                                                         for k in range(6)}
+    assert {lj["batchId"] for lj in st["localJobs"]} == {
+        f"{fake.submissions(f'jim.{job}.')[0]['submitted']}_{k}" for k in range(6)
+    }
     assert {lj["evidence"] for lj in st["localJobs"]} == {"wrapper-exit-file"}
-
-
 
     fake.set_faults(duplicate=-1)
     job = fjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 1; exit $((JIM_INDEX == 2 ? 5 : 0))")(count=5)')
@@ -187,8 +190,9 @@ def test_submit_reconciled_while_the_jobs_are_known_to_neither_queue_nor_account
 def test_out_of_order_events_never_regress_a_state_or_fake_a_done(fjim, fake):
     fake.set_faults(out_of_order=-1, duplicate=-1)
     # local jobs end at different times, some failing: many COMPLETED/FAILED -> RUNNING flips
-    job = fjim.submit('&(executable=/bin/sh)(arguments=-c "sleep $((JIM_INDEX % 4)); exit $((JIM_INDEX % 3 == 1 ? 3 : 0))")'
-                      '(count=8)')
+    job = fjim.submit(
+        '&(executable=/bin/sh)(arguments=-c "sleep $((JIM_INDEX % 4)); exit $((JIM_INDEX % 3 == 1 ? 3 : 0))")(count=8)'
+    )
     w = Watch(fjim, job)
     out, st = w.until_end()
     assert out["JOB_STATE"] == "FAILED" and out["EXIT_CODE"] == "3"
@@ -205,9 +209,23 @@ def _finish_other_grid_job(fake, tmp_path, grid="19991231-235959-0ther0ld", n=4)
     script = tmp_path / "other.sh"
     script.write_text("#!/bin/sh\nexit 0\n")
     script.chmod(0o755)
-    old = subprocess.run(["sbatch", "--parsable", f"--array=0-{n - 1}", f"--job-name=jim.{grid}.0",
-                          "-D", str(tmp_path), "-o", "/dev/null", str(script)],
-                         env=env, check=True, capture_output=True, text=True).stdout.strip()
+    old = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--array=0-{n - 1}",
+            f"--job-name=jim.{grid}.0",
+            "-D",
+            str(tmp_path),
+            "-o",
+            "/dev/null",
+            str(script),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and fake.state()["jobs"]:
         subprocess.run(["fake-sched", "tick"], env=env, check=True)
@@ -223,13 +241,18 @@ def test_reused_id_never_takes_the_old_jobs_accounting(fjim, fake, tmp_path):
     fake.set_faults(min_job_age=0.5)
     old, env = _finish_other_grid_job(fake, tmp_path)
     fake.set_faults(min_job_age=0.5, reuse_ids=1)
-    job = fjim.submit('&(executable=/bin/sleep)(arguments=3)(count=3)')
+    job = fjim.submit("&(executable=/bin/sleep)(arguments=3)(count=3)")
     st = running(fjim, job, 3)
     assert {lj["batchId"].split("_")[0] for lj in st["localJobs"]} == {old}, "the id was not reused"
     victim = st["localJobs"][1]["batchId"]
     subprocess.run(["fake-sched", "vanish", victim], env=env, check=True)
-    sacct = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,State,JobName", "-j", old], env=env,
-                           capture_output=True, text=True, check=True).stdout
+    sacct = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID,State,JobName", "-j", old],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert f"{victim}|COMPLETED|jim.19991231-235959-0ther0ld.0" in sacct  # the trap is set
     w = Watch(fjim, job)
     out, st = w.until_end(timeout=60)
@@ -242,7 +265,7 @@ def test_reused_id_never_takes_the_old_jobs_accounting(fjim, fake, tmp_path):
 
 def test_vanished_task_becomes_lost_never_done(fjim, fake):
     fake.set_faults(vanish=1)
-    job = fjim.submit('&(executable=/bin/sleep)(arguments=2)(count=4)')
+    job = fjim.submit("&(executable=/bin/sleep)(arguments=2)(count=4)")
     w = Watch(fjim, job)
     out, st = w.until_end(timeout=60)
     assert fake.fired("vanish") == 1
@@ -259,7 +282,7 @@ def test_a_vanished_task_costs_one_accounting_lookup_per_status_answer(fjim, fak
     out), the accounting is asked once per status answer, not once per monitoring pass."""
     fjim.config.write_text(config(lost_grace=8.0).replace("cache_interval = 0.3", "cache_interval = 3.0"))
     fake.set_faults(vanish=1)
-    job = fjim.submit('&(executable=/bin/sleep)(arguments=2)(count=4)')
+    job = fjim.submit("&(executable=/bin/sleep)(arguments=2)(count=4)")
     out, st = Watch(fjim, job).until_end(timeout=90)
     assert sorted(lj["state"] for lj in st["localJobs"]) == ["DONE", "DONE", "DONE", "LOST"], st["counts"]
     cmds = [e["cmd"] for e in fake.events() if "cmd" in e]
@@ -292,8 +315,10 @@ def _all_submitted(jim, job, timeout=60.0):
         if all(lj["batchId"] for lj in jim.status(job)["localJobs"]):
             return
         time.sleep(0.2)
-    raise AssertionError(f"not all local jobs submitted:\n{jim.run('status', job).stdout}\n"
-                         f"{(Path(jim.home) / 'jobs' / job / 'jim.log').read_text()[-3000:]}")
+    raise AssertionError(
+        f"not all local jobs submitted:\n{jim.run('status', job).stdout}\n"
+        f"{(Path(jim.home) / 'jobs' / job / 'jim.log').read_text()[-3000:]}"
+    )
 
 
 def test_every_fault_at_once(fjim, fake, tmp_path):
@@ -304,8 +329,14 @@ def test_every_fault_at_once(fjim, fake, tmp_path):
     fjim.config.write_text(config(command_timeout=3, extra="chunk_size = 5"))
     fake.set_faults(min_job_age=0.5)
     _finish_other_grid_job(fake, tmp_path)
-    faults = dict(min_job_age=15, fail={"sacct": 2}, slow_submit={"seconds": 8, "count": 1},
-                  duplicate=-1, out_of_order=-1, reuse_ids=1)
+    faults = dict(
+        min_job_age=15,
+        fail={"sacct": 2},
+        slow_submit={"seconds": 8, "count": 1},
+        duplicate=-1,
+        out_of_order=-1,
+        reuse_ids=1,
+    )
     fake.set_faults(**faults)
     ledger = tmp_path / "ledger"
     ledger.write_text("")
@@ -326,10 +357,11 @@ def test_every_fault_at_once(fjim, fake, tmp_path):
 
 # -- bugs the fake found (fixed): reconcile under a failing query; a reused id hiding our record ------
 
+
 def test_query_error_while_reconciling(fjim, fake):
     fjim.config.write_text(config(command_timeout=2, extra="chunk_size = 2"))
     fake.set_faults(min_job_age=30, slow_submit={"seconds": 5, "count": 1}, fail={"squeue": -1})
-    job = fjim.submit('&(executable=/bin/true)(count=4)')
+    job = fjim.submit("&(executable=/bin/true)(count=4)")
     log = Path(fjim.home) / "jobs" / job / "jim.log"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and "worker of" not in (log.read_text() if log.exists() else ""):

@@ -20,7 +20,6 @@ import re
 import shlex
 import subprocess
 import time
-import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -32,8 +31,10 @@ STATE = Path(os.environ.get("JIM_GRAM_TEST_STATE", "/var/lib/jim-gram-test"))
 START = Path(__file__).resolve().parent / "services" / "gram" / "start.sh"
 
 MC_ARGS = ["-c", "echo event $JIM_FIRST_EVENT-$JIM_LAST_EVENT"]
-MC_RSL = ('&(executable=/bin/sh)(arguments=-c "echo event $JIM_FIRST_EVENT-$JIM_LAST_EVENT")'
-          "(jimtype=montecarlo)(events=1000)(eventsperjob=250)")
+MC_RSL = (
+    '&(executable=/bin/sh)(arguments=-c "echo event $JIM_FIRST_EVENT-$JIM_LAST_EVENT")'
+    "(jimtype=montecarlo)(events=1000)(eventsperjob=250)"
+)
 TERMINAL = {"DONE", "FAILED"}
 
 
@@ -53,19 +54,27 @@ class Site:
         self.push = env["JIM_GRAM_PUSH_SERVICE"]
         self.fork = env["JIM_GRAM_FORK_SERVICE"]
         self.seg_dir = Path(env["JIM_GRAM_SEG_DIR"])
-        self.jm_log = {self.poll: Path(env["JIM_GRAM_JM_LOG_POLL"]),
-                       self.push: Path(env["JIM_GRAM_JM_LOG_PUSH"])}
+        self.jm_log = {self.poll: Path(env["JIM_GRAM_JM_LOG_POLL"]), self.push: Path(env["JIM_GRAM_JM_LOG_PUSH"])}
 
     def client(self, *argv: str, timeout: float = 180) -> subprocess.CompletedProcess:
         """A Globus client command, run as the submitting user."""
-        return subprocess.run([self.env["JIM_GRAM_AS_SUBMITTER"], *argv], capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [self.env["JIM_GRAM_AS_SUBMITTER"], *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
     def jim(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """The jim command, run as the mapped user with the job manager's jim settings."""
-        return subprocess.run([self.env["JIM_GRAM_AS_MAPPED"], self.env["JIM_GRAM_JIM"], *argv],
-                              capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [self.env["JIM_GRAM_AS_MAPPED"], self.env["JIM_GRAM_JIM"], *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
     def status(self, job_id: str) -> dict:
         proc = self.jim("status", job_id, "--json")
@@ -98,8 +107,9 @@ class Site:
 
     def last_jim_id(self, service: str) -> str:
         """jim's id of the job the service's job manager submitted last."""
-        found = re.findall(r'msg="job submitted to lrm" gramid=\S+ lrm_id="([^"]+)"',
-                           self.jm_log[service].read_text(errors="replace"))
+        found = re.findall(
+            r'msg="job submitted to lrm" gramid=\S+ lrm_id="([^"]+)"', self.jm_log[service].read_text(errors="replace")
+        )
         assert found, f"no submitted job in {self.jm_log[service]}"
         return found[-1]
 
@@ -149,23 +159,27 @@ def site() -> Site:
 def _jim_ready(s: Site) -> None:
     proc = s.jim("--help")
     if proc.returncode != 0:
-        pytest.fail(f"{s.env['JIM_GRAM_JIM']} does not run as {s.env['JIM_GRAM_MAPPED_USER']}: "
-                    f"{proc.stderr.strip().splitlines()[-1:]}")
+        pytest.fail(
+            f"{s.env['JIM_GRAM_JIM']} does not run as {s.env['JIM_GRAM_MAPPED_USER']}: "
+            f"{proc.stderr.strip().splitlines()[-1:]}"
+        )
 
 
 # ---------------------------------------------------------------- (a)
+
 
 def test_monte_carlo_through_globus_job_run(site):
     """The client streams back the merged output of the 4 local jobs, exit 0."""
     _jim_ready(site)
     t0 = time.monotonic()
-    proc = site.client("globus-job-run", site.poll,
-                       "-x", "(jimtype=montecarlo)(events=1000)(eventsperjob=250)",
-                       "/bin/sh", *MC_ARGS)
+    proc = site.client(
+        "globus-job-run", site.poll, "-x", "(jimtype=montecarlo)(events=1000)(eventsperjob=250)", "/bin/sh", *MC_ARGS
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines() == ["event 1-250", "event 251-500", "event 501-750",
-                                        "event 751-1000"], proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["event 1-250", "event 251-500", "event 501-750", "event 751-1000"], (
+        proc.stdout + proc.stderr
+    )
     print(f"globus-job-run through jobmanager-jim (poll): {elapsed:.1f} s")
 
 
@@ -175,8 +189,9 @@ def test_monte_carlo_through_globusrun_in_push_mode(site):
     proc = site.client("globusrun", "-s", "-r", site.push, MC_RSL)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines() == ["event 1-250", "event 251-500", "event 501-750",
-                                        "event 751-1000"], proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["event 1-250", "event 251-500", "event 501-750", "event 751-1000"], (
+        proc.stdout + proc.stderr
+    )
     print(f"globusrun -s through jobmanager-jim-seg (push): {elapsed:.1f} s")
 
 
@@ -189,10 +204,12 @@ def test_fork_round_trip_for_comparison(site):
 
 # ---------------------------------------------------------------- (b)
 
+
 def test_submit_status_cancel_leaves_no_local_job(site):
     _jim_ready(site)
-    sub = site.client("globus-job-submit", site.poll,
-                      "-x", "(jimtype=montecarlo)(events=40)(eventsperjob=10)", "/bin/sleep", "300")
+    sub = site.client(
+        "globus-job-submit", site.poll, "-x", "(jimtype=montecarlo)(events=40)(eventsperjob=10)", "/bin/sleep", "300"
+    )
     contact = sub.stdout.strip().splitlines()[-1] if sub.stdout.strip() else ""
     assert sub.returncode == 0 and contact.startswith("https://"), sub.stdout + sub.stderr
     job_id = site.jim_id(site.poll, contact)
@@ -208,7 +225,7 @@ def test_submit_status_cancel_leaves_no_local_job(site):
         assert local["state"] in {"CANCELLED", "DONE", "FAILED", "LOST"}, local
         assert local["state"] == "CANCELLED", local
         pid = str(local.get("batchId") or "").split(":")[0]
-        if pid.isdigit():           # fork adapter: the batch id starts with the pid
+        if pid.isdigit():  # fork adapter: the batch id starts with the pid
             assert not _alive(int(pid)), f"local job {local['index']} (pid {pid}) still runs"
     assert st.get("outputTar") and Path(st["outputTar"]).is_file(), st.get("outputTar")
     # GRAM forgets a cancelled job: globus-job-status then prints DONE (or FAILED)
@@ -225,15 +242,17 @@ def _alive(pid: int) -> bool:
 
 # ---------------------------------------------------------------- (c)
 
-FAILING_RSL = ('&(executable=/bin/sh)(arguments=-c "echo event $JIM_FIRST_EVENT; '
-               'if [ $JIM_FIRST_EVENT = 251 ]; then echo broken >&2; exit 3; fi")'
-               "(jimtype=montecarlo)(events=1000)(eventsperjob=250)")
+FAILING_RSL = (
+    '&(executable=/bin/sh)(arguments=-c "echo event $JIM_FIRST_EVENT; '
+    'if [ $JIM_FIRST_EVENT = 251 ]; then echo broken >&2; exit 3; fi")'
+    "(jimtype=montecarlo)(events=1000)(eventsperjob=250)"
+)
 
 
 def _check_failed_job(site, job_id):
     st = site.wait_jim(job_id, TERMINAL)
     assert st["state"] == "FAILED" and st["exitCode"] == 3, st
-    codes = {l["index"]: l.get("exitCode") for l in st["localJobs"]}
+    codes = {lj["index"]: lj.get("exitCode") for lj in st["localJobs"]}
     assert codes[1] == 3 and all(codes[i] == 0 for i in (0, 2, 3)), codes
     return st
 
@@ -248,15 +267,15 @@ def test_failing_local_job_in_push_mode(site):
     in the event line and stays in jim's record.
     """
     _jim_ready(site)
-    proc = site.client("globusrun", "-r", site.push, FAILING_RSL)   # verbose: prints callbacks
+    proc = site.client("globusrun", "-r", site.push, FAILING_RSL)  # verbose: prints callbacks
     assert "GLOBUS_GRAM_PROTOCOL_JOB_STATE_FAILED" in proc.stdout, proc.stdout + proc.stderr
     assert "GLOBUS_GRAM_PROTOCOL_JOB_STATE_DONE" not in proc.stdout
     job_id = site.last_jim_id(site.push)
     events = []
     for day in sorted(site.seg_dir.glob("[0-9]" * 8)):
-        events += [l.split(";") for l in day.read_text().splitlines()]
+        events += [ev.split(";") for ev in day.read_text().splitlines()]
     mine = [e for e in events if len(e) == 5 and e[2] == job_id]
-    assert mine and mine[-1][3] == "4" and mine[-1][4] == "3", mine   # FAILED, exit code 3
+    assert mine and mine[-1][3] == "4" and mine[-1][4] == "3", mine  # FAILED, exit code 3
     _check_failed_job(site, job_id)
 
 
@@ -273,10 +292,14 @@ def test_failing_local_job_in_poll_mode(site):
 
 # ---------------------------------------------------------------- (d)
 
-@pytest.mark.parametrize("extra, words", [
-    ("(jimtype=montecarlo)(events=-5)", ["events", "-5"]),
-    ("(jimtype=nosuch)(events=10)", ["nosuch"]),
-])
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ("(jimtype=montecarlo)(events=-5)", ["events", "-5"]),
+        ("(jimtype=nosuch)(events=10)", ["nosuch"]),
+    ],
+)
 @pytest.mark.parametrize("mode", ["poll", "push"])
 def test_bad_rsl_extension_gives_gram_error_and_reason(site, extra, words, mode):
     _jim_ready(site)
@@ -299,17 +322,30 @@ def test_undeclared_attribute_is_refused_by_gram(site):
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?$")
 # attributes that are times or identities by nature
-VOLATILE = {"id", "MasterJobID", "tag", "batchId", "created", "updated", "submitted", "started",
-            "ended", "heartbeat", "at", "host", "tar"}
+VOLATILE = {
+    "id",
+    "MasterJobID",
+    "tag",
+    "batchId",
+    "created",
+    "updated",
+    "submitted",
+    "started",
+    "ended",
+    "heartbeat",
+    "at",
+    "host",
+    "tar",
+}
 # what GRAM itself puts in the description, different for every GRAM job
-GRAM_KEYS = {"cachetag", "jobdir", "statefile", "uniqid", "stdout", "stderr", "filestreamout",
-             "rslsubstitution"}
+GRAM_KEYS = {"cachetag", "jobdir", "statefile", "uniqid", "stdout", "stderr", "filestreamout", "rslsubstitution"}
 GRAM_ENV = {"X509_USER_PROXY", "GLOBUS_GRAM_JOB_CONTACT"}
 
 
 def _normal_xml(path: Path, job_id: str) -> list:
     """The grid job record as nested lists, times and ids masked; the push-mode
     SEG directory and GRAM's per-job description values removed."""
+
     def mask(value: str) -> str:
         if TIME.match(value):
             return "<time>"
@@ -317,7 +353,7 @@ def _normal_xml(path: Path, job_id: str) -> list:
 
     def walk(el: ET.Element) -> list:
         attrs = {k: ("<volatile>" if k in VOLATILE else mask(v)) for k, v in el.attrib.items()}
-        if el.tag == "description":     # GRAM's per-job values, as attribute elements too
+        if el.tag == "description":  # GRAM's per-job values, as attribute elements too
             kids = [c for c in el if not (c.tag == "attribute" and c.get("name") in GRAM_KEYS)]
             for c in kids:
                 if c.tag == "attribute" and c.get("name") == "environment":
@@ -347,6 +383,7 @@ def _normal_status(st: dict, job_id: str):
         if isinstance(v, str):
             return "<time>" if TIME.match(v) else v.replace(job_id, "<id>")
         return v
+
     return walk(st)
 
 
@@ -361,7 +398,7 @@ def test_poll_and_push_modes_leave_the_same_record(site):
     ids = {}
     for service in (site.poll, site.push):
         sub = site.client("globusrun", "-b", "-r", service, rsl)
-        contact = next((l for l in sub.stdout.splitlines() if l.startswith("https://")), "")
+        contact = next((line_ for line_ in sub.stdout.splitlines() if line_.startswith("https://")), "")
         assert contact, sub.stdout + sub.stderr
         ids[service] = site.jim_id(service, contact)
     states = {s: site.wait_jim(i) for s, i in ids.items()}
@@ -374,7 +411,7 @@ def test_poll_and_push_modes_leave_the_same_record(site):
 
     home = Path(site.env["JIM_GRAM_MAPPED_HOME"]) / ".jim" / "db"
     xa, xb = home / f"{poll_id}.xml", home / f"{push_id}.xml"
-    if xa.is_file() and xb.is_file():       # the database files themselves, if laid out so
+    if xa.is_file() and xb.is_file():  # the database files themselves, if laid out so
         assert _normal_xml(xa, poll_id) == _normal_xml(xb, push_id)
     # and the push-mode job really went through the SEG file
     lines = "".join(p.read_text() for p in site.seg_dir.glob("[0-9]" * 8))

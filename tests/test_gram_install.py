@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from jim import gram
+
 from support.env import require_service
 
 SERVICES = ("jobmanager-jim", "jobmanager-jim-seg")
@@ -59,8 +60,7 @@ def tree(root: Path) -> dict[str, tuple[int, str]]:
 
 
 def test_install_lays_out_every_file(root, jim_cmd, capsys):
-    assert run(root, "--jim-command", str(jim_cmd), "--timeout", "45",
-               "--jim-home", "/var/lib/jim/home/%u") == 0
+    assert run(root, "--jim-command", str(jim_cmd), "--timeout", "45", "--jim-home", "/var/lib/jim/home/%u") == 0
     t = tree(root)
     assert t["/usr/share/perl5/Globus/GRAM/JobManager/jim.pm"][0] == 0o644
     assert t["/usr/share/globus/globus_gram_job_manager/jim.rvf"][0] == 0o644
@@ -85,8 +85,9 @@ def test_install_lays_out_every_file(root, jim_cmd, capsys):
     assert subprocess.run(["sh", "-n", str(wrapper)]).returncode == 0
     assert "conf=/etc/globus/globus-jim.conf" in wrapper.read_text()
     # the module shipped is the package's, byte for byte
-    assert (root / "usr/share/perl5/Globus/GRAM/JobManager/jim.pm").read_text() == \
-        (Path(gram.__file__).parent / "jim.pm").read_text()
+    assert (root / "usr/share/perl5/Globus/GRAM/JobManager/jim.pm").read_text() == (
+        Path(gram.__file__).parent / "jim.pm"
+    ).read_text()
     assert "changed 9 item(s)" in capsys.readouterr().out
 
 
@@ -116,10 +117,10 @@ def test_uninstall_removes_everything(root, jim_cmd, capsys):
     assert run(root, "--uninstall") == 0
     left = [p for p in root.rglob("*") if not p.is_dir()]
     assert left == []
-    assert not (root / "srv/seg").exists()            # seg_dir read back from the conf
+    assert not (root / "srv/seg").exists()  # seg_dir read back from the conf
     assert not (root / "usr/libexec/jim").exists()
     capsys.readouterr()
-    assert run(root, "--uninstall") == 0               # again: nothing to do
+    assert run(root, "--uninstall") == 0  # again: nothing to do
     assert "changed 0 item(s)" in capsys.readouterr().out
 
 
@@ -131,12 +132,15 @@ def test_uninstall_keeps_a_seg_root_with_foreign_content(root, jim_cmd, capsys):
     assert "remove it by hand" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--jim-command", "relative/jim"], "absolute path"),
-    (["--seg-dir", "seg"], "absolute path"),
-    (["--timeout", "0"], "positive"),
-    (["--jim-config", 'a"b'], "double quotes"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--jim-command", "relative/jim"], "absolute path"),
+        (["--seg-dir", "seg"], "absolute path"),
+        (["--timeout", "0"], "positive"),
+        (["--jim-config", 'a"b'], "double quotes"),
+    ],
+)
 def test_bad_options_are_refused(root, jim_cmd, capsys, args, message):
     if "--jim-command" not in args:
         args = ["--jim-command", str(jim_cmd), *args]
@@ -171,6 +175,7 @@ def test_rsl_extensions_are_all_declared(root):
     # one source of truth: jim's own attributes and every job type's
     from jim.handlers import discover
     from jim.jobdesc import JIM_ATTRIBUTES
+
     for name in JIM_ATTRIBUTES:
         assert f"\nAttribute: {name}\n" in rvf
     for cls in discover().values():
@@ -180,21 +185,24 @@ def test_rsl_extensions_are_all_declared(root):
 
 # ------------------------------------------------------------------ the wrapper, for real
 
+
 def _need_root_and_toolkit():
-    require_service(os.geteuid() == 0 and Path("/usr/sbin/globus-job-manager").is_file(),
-                    "root and globus-job-manager (tests/services/gram/start.sh installs it)")
+    require_service(
+        os.geteuid() == 0 and Path("/usr/sbin/globus-job-manager").is_file(),
+        "root and globus-job-manager (tests/services/gram/start.sh installs it)",
+    )
 
 
 def _run_wrapper(root: Path, user: str) -> subprocess.CompletedProcess:
     wrapper = root / "usr/libexec/jim/jim-seg-job-manager"
-    text = wrapper.read_text().replace("conf=/etc/globus/globus-jim.conf",
-                                       f"conf={root}/etc/globus/globus-jim.conf")
+    text = wrapper.read_text().replace("conf=/etc/globus/globus-jim.conf", f"conf={root}/etc/globus/globus-jim.conf")
     local = root / "wrapper.sh"
     local.write_text(text)
     local.chmod(0o755)
     # globus-job-manager -version answers and exits: enough to see the exec
-    return subprocess.run(["runuser", "-u", user, "--", str(local), "-version"],
-                          capture_output=True, text=True, timeout=60, cwd="/")
+    return subprocess.run(
+        ["runuser", "-u", user, "--", str(local), "-version"], capture_output=True, text=True, timeout=60, cwd="/"
+    )
 
 
 @pytest.fixture
@@ -211,7 +219,7 @@ def test_wrapper_gives_each_user_a_private_seg_dir(open_root, jim_cmd):
     _need_root_and_toolkit()
     root, seg, user = open_root, open_root / "seg", "nobody"
     seg.mkdir()
-    seg.chmod(0o1733)                     # what the installer makes of the real seg_dir
+    seg.chmod(0o1733)  # what the installer makes of the real seg_dir
     assert run(root, "--jim-command", str(jim_cmd), "--seg-dir", str(seg)) == 0
     proc = _run_wrapper(root, user)
     assert proc.returncode == 0 and "15." in proc.stdout, proc.stdout + proc.stderr

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from jim.gram import RSL_EXTENSIONS
+
 from support.env import require_service
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,14 +46,15 @@ STUB = REPO / "tests" / "services" / "gram" / "stub-jim"
 SCRIPT = Path("/usr/share/globus/globus-job-manager-script.pl")
 PERL_BASE = Path("/usr/share/perl5/Globus/GRAM/JobManager.pm")
 
-STATE = {"PENDING": 1, "ACTIVE": 2, "FAILED": 4, "DONE": 8, "SUSPENDED": 16,
-         "UNSUBMITTED": 32}
+STATE = {"PENDING": 1, "ACTIVE": 2, "FAILED": 4, "DONE": 8, "SUSPENDED": 16, "UNSUBMITTED": 32}
 PROTOCOL_LINE = re.compile(r"^GRAM_SCRIPT_[A-Z0-9_]+:.*$")
 
 
 def _need_toolkit() -> None:
-    require_service(SCRIPT.is_file() and PERL_BASE.is_file(),
-                    f"the GRAM5 job manager scripts ({SCRIPT}; tests/services/gram/start.sh installs them)")
+    require_service(
+        SCRIPT.is_file() and PERL_BASE.is_file(),
+        f"the GRAM5 job manager scripts ({SCRIPT}; tests/services/gram/start.sh installs them)",
+    )
 
 
 def perl_value(value) -> str:
@@ -96,8 +98,9 @@ class Harness:
         target.parent.mkdir(parents=True)
         source = MODULE.read_text()
         assert "package Globus::GRAM::JobManager::jim;" in source
-        target.write_text(source.replace("package Globus::GRAM::JobManager::jim;",
-                                         "package Globus::GRAM::JobManager::jimtest;"))
+        target.write_text(
+            source.replace("package Globus::GRAM::JobManager::jim;", "package Globus::GRAM::JobManager::jimtest;")
+        )
         self.home = tmp / "home"
         self.home.mkdir()
         self.jobdir = self.home / ".globus" / "job" / "localhost" / "1.2"
@@ -122,28 +125,41 @@ class Harness:
         desc = {
             "executable": ["/bin/sh"],
             "arguments": ["-c", "echo event $JIM_FIRST_EVENT-$JIM_LAST_EVENT"],
-            "count": ["1"], "jobtype": ["multiple"], "directory": [str(self.home)],
-            "stdin": ["/dev/null"], "stdout": [str(self.jobdir / "stdout")],
+            "count": ["1"],
+            "jobtype": ["multiple"],
+            "directory": [str(self.home)],
+            "stdin": ["/dev/null"],
+            "stdout": [str(self.jobdir / "stdout")],
             "stderr": [str(self.jobdir / "stderr")],
             "environment": [["HOME", str(self.home)], ["FOO", "bar baz"]],
-            "jimtype": ["montecarlo"], "events": ["1000"], "eventsperjob": ["250"],
-            "uniqid": ["1.2"], "jobdir": [str(self.jobdir)],
-            "cachetag": ["https://localhost:1/1/2/"], "librarypath": ["/usr/lib"],
-            "savejobdescription": ["no"], "dryrun": ["no"],
-            "filestagein": [], "filestageout": [], "filestreamout": [],
+            "jimtype": ["montecarlo"],
+            "events": ["1000"],
+            "eventsperjob": ["250"],
+            "uniqid": ["1.2"],
+            "jobdir": [str(self.jobdir)],
+            "cachetag": ["https://localhost:1/1/2/"],
+            "librarypath": ["/usr/lib"],
+            "savejobdescription": ["no"],
+            "dryrun": ["no"],
+            "filestagein": [],
+            "filestageout": [],
+            "filestreamout": [],
         }
         desc.update(attrs)
         return desc
 
     def request(self, command: str, desc: dict) -> str:
         body = ",\n".join(f"    '{k}' => {perl_value(v)}" for k, v in desc.items())
-        return (f"{command}\n"
-                "$ENV{X509_USER_PROXY} = '/nonexistent/x509_user_proxy';\n"
-                "$ENV{GLOBUS_GRAM_JOB_CONTACT} = 'https://localhost:1/1/2/';\n"
-                f"$description =\n{{\n{body}\n}};\n\n")
+        return (
+            f"{command}\n"
+            "$ENV{X509_USER_PROXY} = '/nonexistent/x509_user_proxy';\n"
+            "$ENV{GLOBUS_GRAM_JOB_CONTACT} = 'https://localhost:1/1/2/';\n"
+            f"$description =\n{{\n{body}\n}};\n\n"
+        )
 
-    def run(self, *calls: tuple[str, dict], env: dict | None = None, seg_module: str | None = None,
-            timeout: float = 60) -> tuple[list[Answer], str, float]:
+    def run(
+        self, *calls: tuple[str, dict], env: dict | None = None, seg_module: str | None = None, timeout: float = 60
+    ) -> tuple[list[Answer], str, float]:
         """Send the calls to ONE script host (as the job manager reuses it).
 
         With ``seg_module``, the script host's parent looks like a job manager
@@ -152,16 +168,29 @@ class Harness:
         Returns the answers, the raw stdout and the wall time.
         """
         text = "".join(self.request(c, d) for c, d in calls) + "quit\n"
-        argv = ["/usr/bin/perl", str(SCRIPT), "-m", "jimtest", "-c", "interactive",
-                "-l", "/usr/lib/x86_64-linux-gnu"]
+        argv = ["/usr/bin/perl", str(SCRIPT), "-m", "jimtest", "-c", "interactive", "-l", "/usr/lib/x86_64-linux-gnu"]
         if seg_module:
             clean = " ".join(f"-u {k}" for k in (env or {}))
-            argv = ["/bin/sh", "-c", f"env {clean} {' '.join(argv)}; exit $?",
-                    "globus-job-manager", "-type", "jim", "-seg-module", seg_module]
+            argv = [
+                "/bin/sh",
+                "-c",
+                f"env {clean} {' '.join(argv)}; exit $?",
+                "globus-job-manager",
+                "-type",
+                "jim",
+                "-seg-module",
+                seg_module,
+            ]
         t0 = time.monotonic()
         proc = subprocess.run(
-            argv, input=text, capture_output=True, text=True, timeout=timeout,
-            env={**self.env, **(env or {})}, cwd=self.home)
+            argv,
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**self.env, **(env or {})},
+            cwd=self.home,
+        )
         elapsed = time.monotonic() - t0
         assert proc.returncode == 0, proc.stderr
         answers, current = [], []
@@ -176,7 +205,7 @@ class Harness:
         return answers, proc.stdout, elapsed
 
     def calls(self) -> list[str]:
-        return [l for l in self.log.read_text().splitlines() if l.startswith("CALL ")]
+        return [line_ for line_ in self.log.read_text().splitlines() if line_.startswith("CALL ")]
 
 
 @pytest.fixture
@@ -200,6 +229,7 @@ def alive(pid: int) -> bool:
 
 # ------------------------------------------------------------------ submit
 
+
 def test_submit_writes_description_and_stdio_files(h):
     desc = h.description(arguments=["it's", "a \\ b", "naïve"])
     (ans,), out, _ = h.run(("submit", desc))
@@ -212,12 +242,13 @@ def test_submit_writes_description_and_stdio_files(h):
         assert stat.S_IMODE(p.stat().st_mode) == 0o600
     # the description jim got is the whole GRAM description, values as lists
     import json
+
     got = json.loads((h.tmp / "stub.log.description.json").read_text(encoding="utf-8"))
     assert got["jimtype"] == ["montecarlo"] and got["events"] == ["1000"]
     assert got["arguments"] == ["it's", "a \\ b", "naïve"]
     assert ["FOO", "bar baz"] in got["environment"]
     assert got["uniqid"] == ["1.2"] and got["filestagein"] == []
-    call, = h.calls()
+    (call,) = h.calls()
     assert f"argv=[submit --description {h.jobdir}/jim-description.json]" in call
     assert "JIM_SEG_DIR=<unset>" in call and f"JIM_GRAM_JOB_DIR={h.jobdir}" in call
 
@@ -241,19 +272,21 @@ def test_submit_in_push_mode_passes_the_seg_dir(h):
 def test_jim_home_and_config_are_exported(h):
     h.configure(jim_home="/var/lib/jim/home/%u", jim_config="/etc/jim/test.toml")
     h.run(("poll", h.description(jobid=["stub.1.2"])))
-    call, = h.calls()
+    (call,) = h.calls()
     user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
     assert f"JIM_HOME=/var/lib/jim/home/{user}" in call
     assert "JIM_CONFIG=/etc/jim/test.toml" in call
 
 
 def test_submit_error_maps_to_gram_error_and_message(h):
-    env = {"STUB_JIM_MODE": "error", "STUB_JIM_ERROR": "134",
-           "STUB_JIM_MESSAGE": "events must be a positive integer, not -5"}
+    env = {
+        "STUB_JIM_MODE": "error",
+        "STUB_JIM_ERROR": "134",
+        "STUB_JIM_MESSAGE": "events must be a positive integer, not -5",
+    }
     (ans,), out, _ = h.run(("submit", h.description(events=["-5"])), env=env)
     only_protocol(out)
-    assert ans.changes == {"GT3_FAILURE_MESSAGE": "events must be a positive integer, not -5",
-                           "ERROR": "134"}
+    assert ans.changes == {"GT3_FAILURE_MESSAGE": "events must be a positive integer, not -5", "ERROR": "134"}
     # like slurm.pm, the reason also lands in the job's stderr file
     assert "not -5" in (h.jobdir / "stderr").read_text()
 
@@ -279,14 +312,15 @@ def test_missing_jim_command_fails_submit_cleanly(h):
 def test_submit_without_job_id_fails(h):
     env = {"STUB_JIM_MODE": "ok", "STUB_JIM_MODE_SUBMIT": "junk"}
     (ans,), _, _ = h.run(("submit", h.description()), env=env)
-    assert ans.changes["JOB_ID"] == "stub.1.2"      # junk around a good answer is fine
-    h.conf.write_text(f'jim_command="/bin/true"\n')
+    assert ans.changes["JOB_ID"] == "stub.1.2"  # junk around a good answer is fine
+    h.conf.write_text('jim_command="/bin/true"\n')
     (ans,), _, _ = h.run(("submit", h.description()))
     assert ans.changes["ERROR"] == "17"
     assert "no usable JOB_ID" in ans.changes["GT3_FAILURE_MESSAGE"]
 
 
 # ------------------------------------------------------------------ stdout hygiene
+
 
 def test_junk_on_jims_stdout_never_reaches_the_job_manager(h):
     env = {"STUB_JIM_MODE": "junk", "STUB_JIM_STATE": "DONE"}
@@ -295,10 +329,10 @@ def test_junk_on_jims_stdout_never_reaches_the_job_manager(h):
     only_protocol(out)
     sub, poll, cancel = answers
     assert sub.changes == {"JOB_ID": "stub.1.2", "JOB_STATE": "1"}
-    assert poll.changes == {"JOB_STATE": "8"}          # not the fake JOB_STATE:8 + ERROR:99
+    assert poll.changes == {"JOB_STATE": "8"}  # not the fake JOB_STATE:8 + ERROR:99
     assert cancel.changes == {"JOB_STATE": "4"}
     assert "GRAM_SCRIPT_ERROR:99" not in out.replace("ignored stdout line: GRAM_SCRIPT_ERROR:99", "")
-    assert any("ignored stdout line: GRAM_SCRIPT_JOB_STATE:8" in l for l in poll.logs)
+    assert any("ignored stdout line: GRAM_SCRIPT_JOB_STATE:8" in line_ for line_ in poll.logs)
 
 
 def test_a_process_left_holding_stdout_does_not_block_the_call(h):
@@ -314,24 +348,24 @@ def test_a_process_left_holding_stdout_does_not_block_the_call(h):
 
 # ------------------------------------------------------------------ timeouts
 
+
 def test_hung_poll_is_killed_and_means_no_change(h):
     h.configure(timeout=1)
     desc = h.description(jobid=["stub.1.2"])
     (ans,), out, elapsed = h.run(("poll", desc), env={"STUB_JIM_MODE": "hang"})
     only_protocol(out)
-    assert ans.changes == {}                         # "no news", not FAILED
-    assert 1 <= elapsed < 15, elapsed          # 1 s timeout, not the 3600 s hang
+    assert ans.changes == {}  # "no news", not FAILED
+    assert 1 <= elapsed < 15, elapsed  # 1 s timeout, not the 3600 s hang
     pids = re.search(r"HANG pid=(\d+) child=(\d+)", h.log.read_text()).groups()
     time.sleep(0.2)
     assert not any(alive(int(p)) for p in pids), "the hung jim's process group survived"
-    assert any("killed after 1 s" in l for l in ans.logs)
+    assert any("killed after 1 s" in line_ for line_ in ans.logs)
 
 
 def test_hung_submit_and_cancel_fail_with_a_reason(h):
     h.configure(timeout=1)
     desc = h.description(jobid=["stub.1.2"])
-    (sub, can), out, _ = h.run(("submit", h.description()), ("cancel", desc),
-                               env={"STUB_JIM_MODE": "hang"})
+    (sub, can), out, _ = h.run(("submit", h.description()), ("cancel", desc), env={"STUB_JIM_MODE": "hang"})
     only_protocol(out)
     assert sub.changes["ERROR"] == "17" and "did not answer within 1 s" in sub.changes["GT3_FAILURE_MESSAGE"]
     assert can.changes["ERROR"] == "31" and "jim cancel did not answer" in can.changes["GT3_FAILURE_MESSAGE"]
@@ -339,13 +373,14 @@ def test_hung_submit_and_cancel_fail_with_a_reason(h):
 
 # ------------------------------------------------------------------ poll
 
+
 @pytest.mark.parametrize("mode", ["error", "crash"])
 def test_failed_poll_means_no_change(h, mode):
     desc = h.description(jobid=["stub.1.2"])
     (ans,), out, _ = h.run(("poll", desc), env={"STUB_JIM_MODE": mode})
     only_protocol(out)
     assert ans.changes == {}
-    call, = h.calls()
+    (call,) = h.calls()
     assert "argv=[poll --job-id stub.1.2]" in call
 
 
@@ -366,14 +401,20 @@ def test_failed_grid_job_carries_a_failure_code_and_the_exit_code(h):
     desc = h.description(jobid=["stub.1.2"])
     (ans,), _, _ = h.run(("poll", desc), env={"STUB_JIM_STATE": "FAILED", "STUB_JIM_EXIT_CODE": "3"})
     # JOB_STATE:4 alone would leave GRAM's failure code at 0 ("success")
-    assert ans.changes == {"GT3_FAILURE_MESSAGE": "jim grid job stub.1.2 failed, exit code 3",
-                           "ERROR": "17"}
-    (ans,), _, _ = h.run(("poll", desc), env={"STUB_JIM_STATE": "FAILED", "STUB_JIM_EXIT_CODE": "3",
-                                               "STUB_JIM_MESSAGE_OK": "local job 2 exited with code 3"})
+    assert ans.changes == {"GT3_FAILURE_MESSAGE": "jim grid job stub.1.2 failed, exit code 3", "ERROR": "17"}
+    (ans,), _, _ = h.run(
+        ("poll", desc),
+        env={
+            "STUB_JIM_STATE": "FAILED",
+            "STUB_JIM_EXIT_CODE": "3",
+            "STUB_JIM_MESSAGE_OK": "local job 2 exited with code 3",
+        },
+    )
     assert ans.changes["GT3_FAILURE_MESSAGE"] == "local job 2 exited with code 3"
 
 
 # ------------------------------------------------------------------ cancel
+
 
 def test_cancel_answers_failed(h):
     (ans,), _, _ = h.run(("cancel", h.description(jobid=["stub.1.2"])))
@@ -391,11 +432,12 @@ def test_cancel_error_keeps_jims_code_and_reason(h):
 
 # ------------------------------------------------------------------ files
 
+
 def test_rvf_declares_exactly_the_rsl_extensions():
     text = RVF.read_text()
     declared = re.findall(r"^Attribute:\s*(\S+)", text, re.M)
     assert sorted(declared) == sorted(RSL_EXTENSIONS)
-    assert "\nValues:" not in text            # Values is a substring test: see the file's header
+    assert "\nValues:" not in text  # Values is a substring test: see the file's header
     for name in RSL_EXTENSIONS:
         assert name == name.lower() and "_" not in name
     assert all(RSL_EXTENSIONS.values())

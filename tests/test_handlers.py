@@ -12,8 +12,7 @@ from jim.handlers.generic import GenericHandler
 from jim.handlers.montecarlo import MonteCarloHandler
 from jim.jobdesc import parse_rsl
 
-SITE = SiteLimits(recommended_cpu_per_job=3600, max_cpu_per_job=36000, max_local_jobs=100,
-                  default_events_per_job=250)
+SITE = SiteLimits(recommended_cpu_per_job=3600, max_cpu_per_job=36000, max_local_jobs=100, default_events_per_job=250)
 
 
 def mc(extra: str, **opts):
@@ -25,18 +24,21 @@ def events_covered(plan):
     return [e for s in plan.slices for e in range(s.attrs["firstEvent"], s.attrs["lastEvent"] + 1)]
 
 
-@pytest.mark.parametrize("extra,n,binding,per_job", [
-    ("(events=1000)", 4, "default-events-per-job", 250),
-    ("(events=1001)", 5, "default-events-per-job", 250),
-    ("(events=10)", 1, "default-events-per-job", 10),
-    ("(events=3600)(cpuperevent=10)", 10, "site-recommended-cpu", 360),
-    ("(events=100)(cpuperevent=7200)", 100, "site-recommended-cpu", 1),  # one event over the recommendation
-    ("(events=1000)(eventsperjob=100)", 10, "user-events-per-job", 100),
-    ("(events=1000)(eventsperjob=500)(cpuperevent=100)", 3, "site-max-cpu", 360),
-    ("(events=100000)(cpuperevent=1)", 28, "site-recommended-cpu", 3600),
-    ("(events=360000)(cpuperevent=10)", 100, "max-local-jobs", 3600),   # wider jobs, still under max CPU
-    ("(events=1000)(maxlocaljobs=2)(cpuperevent=1)", 1, "site-recommended-cpu", 1000),
-])
+@pytest.mark.parametrize(
+    "extra,n,binding,per_job",
+    [
+        ("(events=1000)", 4, "default-events-per-job", 250),
+        ("(events=1001)", 5, "default-events-per-job", 250),
+        ("(events=10)", 1, "default-events-per-job", 10),
+        ("(events=3600)(cpuperevent=10)", 10, "site-recommended-cpu", 360),
+        ("(events=100)(cpuperevent=7200)", 100, "site-recommended-cpu", 1),  # one event over the recommendation
+        ("(events=1000)(eventsperjob=100)", 10, "user-events-per-job", 100),
+        ("(events=1000)(eventsperjob=500)(cpuperevent=100)", 3, "site-max-cpu", 360),
+        ("(events=100000)(cpuperevent=1)", 28, "site-recommended-cpu", 3600),
+        ("(events=360000)(cpuperevent=10)", 100, "max-local-jobs", 3600),  # wider jobs, still under max CPU
+        ("(events=1000)(maxlocaljobs=2)(cpuperevent=1)", 1, "site-recommended-cpu", 1000),
+    ],
+)
 def test_montecarlo_plans(extra, n, binding, per_job):
     plan = mc(extra)
     assert plan.n == n
@@ -58,18 +60,21 @@ def test_montecarlo_balanced_by_default():
     assert [s.attrs["events"] for s in plan.slices] == [4, 3, 3]
 
 
-@pytest.mark.parametrize("extra,exc,fragment", [
-    ("", InvalidAttribute, "need events"),
-    ("(events=0)", InvalidAttribute, "positive integer"),
-    ("(events=-3)", InvalidAttribute, "positive integer"),
-    ("(events=1.5)", InvalidAttribute, "positive integer"),
-    ("(events=1000)(cpuperevent=0)", InvalidAttribute, "positive"),
-    ("(events=1000)(cpuperevent=x)", InvalidAttribute, "number"),
-    ("(events=10)(cpuperevent=40000)", PlanError, "more than the site's maximum"),
-    ("(events=100000)", PlanError, "over the limit of 100"),                   # no CPU hint: cannot widen
-    ("(events=1000)(eventsperjob=5)", PlanError, "over the limit of 100"),      # the user insists
-    ("(events=100)(maxlocaljobs=0)", InvalidAttribute, "at least 1"),
-])
+@pytest.mark.parametrize(
+    "extra,exc,fragment",
+    [
+        ("", InvalidAttribute, "need events"),
+        ("(events=0)", InvalidAttribute, "positive integer"),
+        ("(events=-3)", InvalidAttribute, "positive integer"),
+        ("(events=1.5)", InvalidAttribute, "positive integer"),
+        ("(events=1000)(cpuperevent=0)", InvalidAttribute, "positive"),
+        ("(events=1000)(cpuperevent=x)", InvalidAttribute, "number"),
+        ("(events=10)(cpuperevent=40000)", PlanError, "more than the site's maximum"),
+        ("(events=100000)", PlanError, "over the limit of 100"),  # no CPU hint: cannot widen
+        ("(events=1000)(eventsperjob=5)", PlanError, "over the limit of 100"),  # the user insists
+        ("(events=100)(maxlocaljobs=0)", InvalidAttribute, "at least 1"),
+    ],
+)
 def test_montecarlo_refusals(extra, exc, fragment):
     with pytest.raises(exc) as e:
         mc(extra)

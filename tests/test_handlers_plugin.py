@@ -41,15 +41,26 @@ def plugin_site(tmp_path_factory) -> Path:
     source = root / "src"
     shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     target = root / "site"
-    argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check",
-            "--target", str(target), str(source)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--target",
+        str(target),
+        str(source),
+    ]
     if _can_build_without_isolation():
         argv.insert(4, "--no-build-isolation")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"pip install of the example plug-in failed:\n{proc.stdout}\n{proc.stderr}"
     assert (target / "jim_example_handler" / "__init__.py").is_file()
-    assert list(target.glob("jim_example_handler-*.dist-info/entry_points.txt")) or \
-        list(target.glob("jim_example_handler*.dist-info/entry_points.txt"))
+    assert list(target.glob("jim_example_handler-*.dist-info/entry_points.txt")) or list(
+        target.glob("jim_example_handler*.dist-info/entry_points.txt")
+    )
     return target
 
 
@@ -72,8 +83,10 @@ def test_installed_plugin_is_listed(jim_env, plugin_site):
 def test_plugin_job_type_runs_end_to_end(jim_env, plugin_site):
     write_config(jim_env, '[handlers.seeds]\nstride = 7\nseed_argument = "--seed"\n')
     env = env_with(plugin_site)
-    rsl = ('&(executable=/bin/sh)(arguments=-c "echo seed=$JIM_PARAM_seed args=$*" job)'
-           "(jimtype=seeds)(seeds=3)(firstseed=100)")
+    rsl = (
+        '&(executable=/bin/sh)(arguments=-c "echo seed=$JIM_PARAM_seed args=$*" job)'
+        "(jimtype=seeds)(seeds=3)(firstseed=100)"
+    )
     dry = json.loads(jim_env.run("plan", "--dry-run", "--json", "--rsl", rsl, env=env).stdout)
     assert [j["argv"][-2:] for j in dry["jobs"]] == [["--seed", "100"], ["--seed", "107"], ["--seed", "114"]]
     # its own attributes are known only to it; a typo is still refused
@@ -90,18 +103,25 @@ def test_plugin_job_type_runs_end_to_end(jim_env, plugin_site):
     local = sorted(st["localJobs"], key=lambda lj: lj["index"])
     assert [lj["slice"]["seed"] for lj in local] == ["100", "107", "114"]
     with tarfile.open(st["outputTar"]) as tar:
-        stdouts = {m.name.split("/")[-1].split(".")[1]: tar.extractfile(m).read().decode()
-                   for m in tar.getmembers() if m.name.split("/")[-1].startswith("stdout.")}
-    assert stdouts == {"0": "seed=100 args=--seed 100\n", "1": "seed=107 args=--seed 107\n",
-                       "2": "seed=114 args=--seed 114\n"}
+        stdouts = {
+            m.name.split("/")[-1].split(".")[1]: tar.extractfile(m).read().decode()
+            for m in tar.getmembers()
+            if m.name.split("/")[-1].startswith("stdout.")
+        }
+    assert stdouts == {
+        "0": "seed=100 args=--seed 100\n",
+        "1": "seed=107 args=--seed 107\n",
+        "2": "seed=114 args=--seed 114\n",
+    }
 
 
 def test_an_empty_subclass_is_reported_with_what_it_lacks(jim_env, tmp_path):
     """Step one of the tutorial in docs/handlers.md: the error lists the methods to write."""
     pkg = tmp_path / "site" / "halfdone"
     pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from jim.handlers.base import Handler\n\n"
-                                     "class Half(Handler):\n    name = 'half'\n")
+    (pkg / "__init__.py").write_text(
+        "from jim.handlers.base import Handler\n\nclass Half(Handler):\n    name = 'half'\n"
+    )
     dist = tmp_path / "site" / "halfdone-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: halfdone\nVersion: 0.1\n")

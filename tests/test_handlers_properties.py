@@ -24,8 +24,15 @@ from jim.requirements.matching import JobRequirements, matching_queues, preferre
 from jim.split.parametric import sequence_values
 
 SETTINGS = settings(max_examples=150, deadline=None)
-BINDINGS = {"site-recommended-cpu", "site-max-cpu", "queue-wall-time", "queue-cpu-time",
-            "default-events-per-job", "user-events-per-job", "max-local-jobs"}
+BINDINGS = {
+    "site-recommended-cpu",
+    "site-max-cpu",
+    "queue-wall-time",
+    "queue-cpu-time",
+    "default-events-per-job",
+    "user-events-per-job",
+    "max-local-jobs",
+}
 
 
 @SETTINGS
@@ -43,8 +50,9 @@ BINDINGS = {"site-recommended-cpu", "site-max-cpu", "queue-wall-time", "queue-cp
     cap=st.integers(1, 500),
     balanced=st.booleans(),
 )
-def test_montecarlo_slices_fit_the_tightest_limit(events, first, cpe, user, wall, cpu, power, safety, rec,
-                                                  extra, cap, balanced):
+def test_montecarlo_slices_fit_the_tightest_limit(
+    events, first, cpe, user, wall, cpu, power, safety, rec, extra, cap, balanced
+):
     params = {k: v for k, v in (("WallTimeLimit", wall), ("MaxCPUTime", cpu), ("CPUPower", power)) if v}
     queue = parse_resources({"ce": {"c": {"queue": {"q": params}}}}).find("q")
     site = SiteLimits(recommended_cpu_per_job=rec, max_cpu_per_job=rec + extra, max_local_jobs=cap)
@@ -68,8 +76,9 @@ def test_montecarlo_slices_fit_the_tightest_limit(events, first, cpe, user, wall
     if cpe is not None:
         limits = [rec + extra] + [v * safety for v in (wall, cpu) if v]
         limit = min(limits)
-        assert float(plan.attrs["timeLimit"]) == min(limits) or \
-            math.isclose(float(plan.attrs["timeLimit"]), limit, rel_tol=1e-5)
+        assert float(plan.attrs["timeLimit"]) == min(limits) or math.isclose(
+            float(plan.attrs["timeLimit"]), limit, rel_tol=1e-5
+        )
         seconds = cpe / (power or 1)
         assert all(s.attrs["events"] * seconds <= limit * (1 + 1e-9) for s in plan.slices)
         if user is None and plan.binding != "max-local-jobs":
@@ -78,9 +87,23 @@ def test_montecarlo_slices_fit_the_tightest_limit(events, first, cpe, user, wall
 
 
 REQUIREMENTS = st.lists(
-    st.sampled_from(["Tag=bigmem", "Tag=gpu,bigmem", "WallTimeLimit=7200", "WallTimeLimit=100000", "MaxRAM=8000",
-                     "GPU=1", "Site=JIM.TEST.site", "Queue=short", "Queue=gpu,long", "WholeNode=true"]),
-    max_size=3, unique_by=lambda r: r.split("=")[0])
+    st.sampled_from(
+        [
+            "Tag=bigmem",
+            "Tag=gpu,bigmem",
+            "WallTimeLimit=7200",
+            "WallTimeLimit=100000",
+            "MaxRAM=8000",
+            "GPU=1",
+            "Site=JIM.TEST.site",
+            "Queue=short",
+            "Queue=gpu,long",
+            "WholeNode=true",
+        ]
+    ),
+    max_size=3,
+    unique_by=lambda r: r.split("=")[0],
+)
 
 
 @SETTINGS
@@ -111,11 +134,17 @@ def test_cached_queue_choice_equals_a_fresh_evaluation(reqs, expression):
 
 
 @SETTINGS
-@given(n=st.integers(1, 30), start=st.sampled_from(["0", "1", "0.1", "2.5", "-3"]),
-       step=st.sampled_from(["0", "1", "0.2", "1e1"]), factor=st.sampled_from(["1", "2", "1.5"]))
+@given(
+    n=st.integers(1, 30),
+    start=st.sampled_from(["0", "1", "0.1", "2.5", "-3"]),
+    step=st.sampled_from(["0", "1", "0.2", "1e1"]),
+    factor=st.sampled_from(["1", "2", "1.5"]),
+)
 def test_parametric_argv_carries_exactly_the_sequence(n, start, step, factor):
-    rsl = (f'&(executable=/bin/echo)(arguments="v=$Parameter" "$SplitID")(parameters={n})'
-           f"(parameterstart={start})(parameterstep={step})(parameterfactor={factor})")
+    rsl = (
+        f'&(executable=/bin/echo)(arguments="v=$Parameter" "$SplitID")(parameters={n})'
+        f"(parameterstart={start})(parameterstep={step})(parameterfactor={factor})"
+    )
     values = sequence_values(n, start=start, step=step, factor=factor)
     assume(all(len(v) < 200 for v in values))
     handler = ParametricHandler(SiteLimits(max_local_jobs=100), grid_job_id="20260101-000000-abcdef")

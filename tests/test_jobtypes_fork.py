@@ -27,26 +27,33 @@ def test_reprocessing_local_jobs_read_their_own_files(jim_env, tmp_path):
     for name in "abcde":
         (tmp_path / f"{name}.txt").write_text(f"content of {name}\n")
     files = " ".join(str(tmp_path / f"{n}.txt") for n in "abcde")
-    job = jim_env.submit('&(executable=/bin/sh)(arguments=-c "cat $(cat $JIM_INPUT_FILE_LIST)")'
-                         f"(jimtype=reprocessing)(inputdata={files})(filesperjob=2)")
+    job = jim_env.submit(
+        '&(executable=/bin/sh)(arguments=-c "cat $(cat $JIM_INPUT_FILE_LIST)")'
+        f"(jimtype=reprocessing)(inputdata={files})(filesperjob=2)"
+    )
     assert jim_env.wait(job)["JOB_STATE"] == "DONE"
     st = jim_env.status(job)
     assert st["plan"]["binding"] == "user-files-per-job" and st["plan"]["localJobs"] == "3"
-    assert stdouts(st["outputTar"], job) == {0: "content of a\ncontent of b\n", 1: "content of c\ncontent of d\n",
-                                             2: "content of e\n"}
+    assert stdouts(st["outputTar"], job) == {
+        0: "content of a\ncontent of b\n",
+        1: "content of c\ncontent of d\n",
+        2: "content of e\n",
+    }
 
 
 def test_event_aware_lumi_too_long_for_the_queue_fails_on_creation(jim_env):
     write_config(jim_env, "[resources.ce.here.queue.short]\nWallTimeLimit = 100\n")
     # 25 events per lumi of /d/a: two lumis per job; /d/big's one lumi needs 200 s > 0.8 x 100 s
-    rsl = ('&(executable=/bin/sh)(arguments=-c "echo $JIM_LUMI_MASK")(jimtype=reprocessing)(splitting=eventaware)'
-           '(eventsperjob=50)(cpuperevent=1)(inputdata=(/d/a 100 "1:1-4") (/d/big 200 "2:7"))')
+    rsl = (
+        '&(executable=/bin/sh)(arguments=-c "echo $JIM_LUMI_MASK")(jimtype=reprocessing)(splitting=eventaware)'
+        '(eventsperjob=50)(cpuperevent=1)(inputdata=(/d/a 100 "1:1-4") (/d/big 200 "2:7"))'
+    )
     plan = json.loads(jim_env.run("plan", "--dry-run", "--json", "--rsl", rsl).stdout)
     assert plan["queue"] == "short" and plan["timeLimit"] == "80"
     assert [bool(j["failedOnCreation"]) for j in plan["jobs"]] == [False, False, True]
     job = jim_env.submit(rsl)
     out = jim_env.wait(job)
-    assert out["JOB_STATE"] == "FAILED"           # the site tolerates no failed local job
+    assert out["JOB_STATE"] == "FAILED"  # the site tolerates no failed local job
     st = jim_env.status(job)
     local = sorted(st["localJobs"], key=lambda lj: lj["index"])
     assert [lj["state"] for lj in local] == ["DONE", "DONE", "FAILED"]
@@ -61,11 +68,16 @@ def test_concat_merges_groups_by_size(jim_env, tmp_path):
         (tmp_path / name).write_bytes(name.encode() * size)
     out_dir = tmp_path / "merged"
     out_dir.mkdir()
-    job = jim_env.submit(f'&(executable=/bin/sh)(arguments=-c "cat $JIM_INPUT_FILES > {out_dir}/m$JIM_INDEX")'
-                         f"(jimtype=concat)(directory={tmp_path})(inputdata=a b c d)(maxmergesize=1000)"
-                         "(minmergesize=0)")
+    job = jim_env.submit(
+        f'&(executable=/bin/sh)(arguments=-c "cat $JIM_INPUT_FILES > {out_dir}/m$JIM_INDEX")'
+        f"(jimtype=concat)(directory={tmp_path})(inputdata=a b c d)(maxmergesize=1000)"
+        "(minmergesize=0)"
+    )
     assert jim_env.wait(job)["JOB_STATE"] == "DONE"
     st = jim_env.status(job)
     assert st["plan"]["binding"] == "max-merge-size"
     assert {p.name: p.read_bytes() for p in out_dir.iterdir()} == {
-        "m0": b"a" * 400 + b"b" * 500, "m1": b"c" * 300, "m2": b"d" * 900}
+        "m0": b"a" * 400 + b"b" * 500,
+        "m1": b"c" * 300,
+        "m2": b"d" * 900,
+    }

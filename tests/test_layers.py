@@ -15,16 +15,45 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 #: Where each installed package's sources are (pyproject.toml's package-dir mapping).
-SOURCES = {"jim": REPO / "jim", "jim.adapters": REPO / "adapters", "jim.handlers": REPO / "handlers",
-           "jim.sandbox": REPO / "sandbox"}
+SOURCES = {
+    "jim": REPO / "jim",
+    "jim.adapters": REPO / "adapters",
+    "jim.handlers": REPO / "handlers",
+    "jim.sandbox": REPO / "sandbox",
+}
 
 #: Layers, lowest first; a module may import its own layer (no cycle) and the layers below.
 LAYERS = {
-    "foundation": ["jim", "jim.errors", "jim.states", "jim.jobid", "jim.timestamps", "jim.ranges", "jim.summary",
-                   "jim.paths", "jim.locks", "jim.proc", "jim.faults", "jim.log", "jim.plugins", "jim.db",
-                   "jim.templates"],
-    "services": ["jim.background", "jim.journal", "jim.seg", "jim.localfiles", "jim.jobdesc", "jim.config",
-                 "jim.split*", "jim.requirements*", "jim.adapters*", "jim.handlers*", "jim.sandbox*"],
+    "foundation": [
+        "jim",
+        "jim.errors",
+        "jim.states",
+        "jim.jobid",
+        "jim.timestamps",
+        "jim.ranges",
+        "jim.summary",
+        "jim.paths",
+        "jim.locks",
+        "jim.proc",
+        "jim.faults",
+        "jim.log",
+        "jim.plugins",
+        "jim.db",
+        "jim.templates",
+    ],
+    "services": [
+        "jim.background",
+        "jim.journal",
+        "jim.seg",
+        "jim.localfiles",
+        "jim.jobdesc",
+        "jim.config",
+        "jim.split*",
+        "jim.requirements*",
+        "jim.adapters*",
+        "jim.handlers*",
+        "jim.sandbox*",
+    ],
     "stages": ["jim.plan", "jim.submit", "jim.worker", "jim.monitor", "jim.cancel", "jim.outputs", "jim.status"],
     "interfaces": ["jim.cli", "jim.__main__", "jim.web", "jim.doctor", "jim.advertise", "jim.gram*"],
 }
@@ -56,8 +85,13 @@ def layer_of(name: str) -> str | None:
 def imports_of(path: Path, known: dict[str, Path]) -> list[tuple[str, ast.stmt, bool]]:
     """(imported jim module, statement, inside a function?) for every import of ``path``."""
     tree = ast.parse(path.read_text())
-    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    inner = {
+        id(n)
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in ast.walk(f)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+    }
     typing_only = set()  # (imports for type checkers only are no dependency at run time)
     for n in ast.walk(tree):
         if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
@@ -91,8 +125,11 @@ def test_every_module_has_a_layer():
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_import_points_up_a_layer(name):
-    up = [f"{name} ({layer_of(name)}) imports {dep} ({layer_of(dep)})" for dep, _node, _inner in GRAPH[name]
-          if dep != name and RANK[layer_of(dep)] > RANK[layer_of(name)]]
+    up = [
+        f"{name} ({layer_of(name)}) imports {dep} ({layer_of(dep)})"
+        for dep, _node, _inner in GRAPH[name]
+        if dep != name and RANK[layer_of(dep)] > RANK[layer_of(name)]
+    ]
     assert not up
 
 
@@ -108,7 +145,7 @@ def test_no_import_cycle():
         stack.append(m)
         for d in sorted(edges.get(m, ())):
             if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
+                return stack[stack.index(d) :] + [d]
             if d not in state and (cycle := visit(d)):
                 return cycle
         stack.pop()
@@ -126,7 +163,7 @@ def test_imports_inside_functions_say_why():
     keeps an optional heavy library (HTCondor's bindings) out of jim; each says so on its line or
     the line above."""
     silent = []
-    for name, path in MODULES.items():
+    for path in MODULES.values():
         lines = path.read_text().splitlines()
         for node in ast.walk(ast.parse("\n".join(lines))):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

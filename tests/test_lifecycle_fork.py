@@ -17,9 +17,11 @@ import pytest
 
 from support.jimcli import processes_of
 
-MC = ("&(executable=/bin/sh)(arguments=-c \"echo events $JIM_FIRST_EVENT-$JIM_LAST_EVENT; "
-      "jim-progress gen $JIM_EVENTS $JIM_EVENTS\")(jimtype=montecarlo)(events={events})(eventsperjob={per})"
-      "(jobname=mc-test)")
+MC = (
+    '&(executable=/bin/sh)(arguments=-c "echo events $JIM_FIRST_EVENT-$JIM_LAST_EVENT; '
+    'jim-progress gen $JIM_EVENTS $JIM_EVENTS")(jimtype=montecarlo)(events={events})(eventsperjob={per})'
+    "(jobname=mc-test)"
+)
 
 
 def tar_names(path: str) -> list[str]:
@@ -57,13 +59,14 @@ def test_montecarlo_to_done_with_tar(jim_env):
     assert f"{job}/MANIFEST.json" in names and f"{job}/MANIFEST.txt" in names and f"{job}/jim.log" in names
     manifest = json.loads(tar_read(st["outputTar"], "MANIFEST.json"))
     assert [lj["state"] for lj in manifest["local_jobs"]] == ["DONE"] * 8
-    assert tar_read(st["outputTar"], "/stdout.3." + st["localJobs"][3]["batchId"].replace(":", "_")) \
+    assert (
+        tar_read(st["outputTar"], "/stdout.3." + st["localJobs"][3]["batchId"].replace(":", "_"))
         == b"events 751-1000\n"
+    )
 
 
 def test_failing_local_job_fails_grid_job_with_its_exit_code(jim_env):
-    rsl = ('&(executable=/bin/sh)(arguments=-c "if [ $JIM_INDEX = 2 ]; then exit 3; fi; echo ok")'
-           '(count=4)')
+    rsl = '&(executable=/bin/sh)(arguments=-c "if [ $JIM_INDEX = 2 ]; then exit 3; fi; echo ok")(count=4)'
     job = jim_env.submit(rsl)
     out = jim_env.wait(job)
     assert out["JOB_STATE"] == "FAILED"
@@ -76,7 +79,7 @@ def test_failing_local_job_fails_grid_job_with_its_exit_code(jim_env):
 
 
 def test_cancel_running_grid_job_leaves_no_process_and_writes_tar(jim_env):
-    job = jim_env.submit('&(executable=/bin/sleep)(arguments=300)(count=5)')
+    job = jim_env.submit("&(executable=/bin/sleep)(arguments=300)(count=5)")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         st = jim_env.status(job)
@@ -103,20 +106,23 @@ def test_cancel_running_grid_job_leaves_no_process_and_writes_tar(jim_env):
     assert again["JOB_STATE"] == "FAILED" and again["_rc"] == "0"
 
 
-@pytest.mark.parametrize("fault", [
-    "worker-after-sandbox",
-    "worker-after-intent",
-    "worker-after-intent:2",
-    "worker-after-submit",
-    "worker-after-submit:2",
-    "worker-after-record",
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "worker-after-sandbox",
+        "worker-after-intent",
+        "worker-after-intent:2",
+        "worker-after-submit",
+        "worker-after-submit:2",
+        "worker-after-record",
+    ],
+)
 def test_killed_worker_resumes_without_duplicates(jim_env, tmp_path, fault):
     ledger = tmp_path / "ledger"
     ledger.write_text("")
     # 12 local jobs in chunks of 5 (the fork adapter's chunk is set small below)
     jim_env.config.write_text(jim_env.config.read_text() + '\n[batch]\nadapter = "fork"\nchunk_size = 5\n')
-    rsl = (f'&(executable=/bin/sh)(arguments=-c "echo $JIM_INDEX >> {ledger}")(count=12)')
+    rsl = f'&(executable=/bin/sh)(arguments=-c "echo $JIM_INDEX >> {ledger}")(count=12)'
     job = jim_env.submit(rsl, env={"JIM_FAULT": fault})
     out = jim_env.wait(job, timeout=90)
     assert out["JOB_STATE"] == "DONE", (out, jim_env.run("status", job).stdout)
@@ -126,8 +132,11 @@ def test_killed_worker_resumes_without_duplicates(jim_env, tmp_path, fault):
     # tag after a worker died between submitting and recording; never both, never twice
     log = (jim_env.home / "jobs" / job / "jim.log").read_text()
     submitted = [int(k) for line in re.findall(r"submitted local jobs (.*)", log) for k in re.findall(r"(\d+)=", line)]
-    found = [int(t.rsplit(".", 1)[1]) for line in re.findall(r"found by tag: \[(.*)\]", log)
-             for t in re.findall(r"'([^']+)'", line)]
+    found = [
+        int(t.rsplit(".", 1)[1])
+        for line in re.findall(r"found by tag: \[(.*)\]", log)
+        for t in re.findall(r"'([^']+)'", line)
+    ]
     assert sorted(submitted + found) == list(range(12)), log
     if "after-submit" in fault:  # the chunk the killed worker submitted is found, not submitted again
         chunk = 5 if fault.endswith(":2") else 0
@@ -152,8 +161,7 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     monkeypatch.setenv("JIM_HOME", str(jim_env.home))
     monkeypatch.setenv("JIM_CONFIG", str(jim_env.config))
     config = load()
-    job = submit(config, parse_rsl("&(executable=/bin/sleep)(arguments=300)(count=3)"),
-                         start_background=False)
+    job = submit(config, parse_rsl("&(executable=/bin/sleep)(arguments=300)(count=3)"), start_background=False)
     home = Home(config.home)
     db = Database(home)
     adapter = get_adapter(config, home)
@@ -161,9 +169,16 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     assert journal.append(db, job, [0, 1, 2], time.time())
     job_dir = home.job_dir(job)
     (job_dir / "local").mkdir(mode=0o700, exist_ok=True)
-    ids = adapter.submit_chunk(SubmitChunk(job, [LocalJobSpec(k, f"{job}.{k}") for k in range(3)], job_dir=job_dir,
-                                           wrapper=job_dir / builder.WRAPPER_NAME,
-                                           sandbox=job_dir / builder.SANDBOX_NAME, outroot=job_dir / "local"))
+    ids = adapter.submit_chunk(
+        SubmitChunk(
+            job,
+            [LocalJobSpec(k, f"{job}.{k}") for k in range(3)],
+            job_dir=job_dir,
+            wrapper=job_dir / builder.WRAPPER_NAME,
+            sandbox=job_dir / builder.SANDBOX_NAME,
+            outroot=job_dir / "local",
+        )
+    )
     pids = [int(b.split(":")[0]) for b in ids.values()]
     assert all(psutil.pid_exists(p) for p in pids)
     st = jim_env.status(job)
@@ -171,8 +186,10 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     out = jim_env.protocol("cancel", "--job-id", job)
     assert out["JOB_STATE"] == "FAILED"
     deadline = time.monotonic() + 10
-    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids) \
-            and time.monotonic() < deadline:
+    while (
+        any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     st = jim_env.status(job)
@@ -180,24 +197,43 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     assert {lj["state"] for lj in st["localJobs"]} == {"CANCELLED"}
 
 
-@pytest.mark.parametrize("args,code,fragment", [
-    (["--rsl", "&(executable=/bin/true"], "48", "malformed RSL"),
-    (["--rsl", "&(executable=/bin/true)(jimtype=nosuchtype)"], "134", "unknown job type 'nosuchtype'"),
-    (["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=0)"], "134", "events must be a positive integer"),
-    (["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=-5)"], "134", "events must be a positive integer"),
-    (["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=12.5)"], "134", "events must be a positive integer"),
-    (["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=many)"], "134", "events must be a positive integer"),
-    (["--rsl", "&(executable=/bin/true)(frobnicate=yes)"], "1", "'frobnicate' is not supported"),
-    (["--rsl", "&(executable=/bin/true)(count=100000)"], "14", "over the limit of 500"),
-    (["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=1000000)"], "134", "over the limit of 500"),
-    (["--rsl", "&(executable=/bin/true)(count=zero)"], "14", "count must be an integer"),
-    (["--rsl", "&(arguments=x)"], "81", "no executable"),
-    (["--rsl", "&(executable=/bin/true)(maxwalltime=1h)"], "101", "maxwalltime must be a whole number"),
-    (["--rsl", "&(executable=/bin/true)(maxwalltime=0)"], "102", "maxwalltime must be at least 1 minute"),
-    (["--description", "/nonexistent/desc.json"], "48", "cannot read job description"),
-    (["--rsl", "+(&(executable=/bin/true))(&(executable=/bin/true))"], "48", "multi-requests"),
-    ([], "46", "bad arguments"),
-])
+@pytest.mark.parametrize(
+    "args,code,fragment",
+    [
+        (["--rsl", "&(executable=/bin/true"], "48", "malformed RSL"),
+        (["--rsl", "&(executable=/bin/true)(jimtype=nosuchtype)"], "134", "unknown job type 'nosuchtype'"),
+        (
+            ["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=0)"],
+            "134",
+            "events must be a positive integer",
+        ),
+        (
+            ["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=-5)"],
+            "134",
+            "events must be a positive integer",
+        ),
+        (
+            ["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=12.5)"],
+            "134",
+            "events must be a positive integer",
+        ),
+        (
+            ["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=many)"],
+            "134",
+            "events must be a positive integer",
+        ),
+        (["--rsl", "&(executable=/bin/true)(frobnicate=yes)"], "1", "'frobnicate' is not supported"),
+        (["--rsl", "&(executable=/bin/true)(count=100000)"], "14", "over the limit of 500"),
+        (["--rsl", "&(executable=/bin/true)(jimtype=montecarlo)(events=1000000)"], "134", "over the limit of 500"),
+        (["--rsl", "&(executable=/bin/true)(count=zero)"], "14", "count must be an integer"),
+        (["--rsl", "&(arguments=x)"], "81", "no executable"),
+        (["--rsl", "&(executable=/bin/true)(maxwalltime=1h)"], "101", "maxwalltime must be a whole number"),
+        (["--rsl", "&(executable=/bin/true)(maxwalltime=0)"], "102", "maxwalltime must be at least 1 minute"),
+        (["--description", "/nonexistent/desc.json"], "48", "cannot read job description"),
+        (["--rsl", "+(&(executable=/bin/true))(&(executable=/bin/true))"], "48", "multi-requests"),
+        ([], "46", "bad arguments"),
+    ],
+)
 def test_bad_input_gives_gram_error_and_records_nothing(jim_env, args, code, fragment):
     proc = jim_env.run("submit", *args)
     lines = proc.stdout.splitlines()
@@ -214,10 +250,20 @@ def test_bad_input_gives_gram_error_and_records_nothing(jim_env, args, code, fra
 
 
 def test_json_description_as_the_gram_module_hands_it(jim_env, tmp_path):
-    desc = {"executable": ["/bin/echo"], "arguments": ["hello", "two words"], "count": ["2"],
-            "jobtype": ["multiple"], "directory": [str(tmp_path)], "stdout": [str(tmp_path / "out")],
-            "stderr": [str(tmp_path / "err")], "environment": [["FOO", "bar"]], "uniqid": ["1.2"],
-            "jobdir": [str(tmp_path)], "streamingrequested": ["0"], "savejobdescription": ["no"]}
+    desc = {
+        "executable": ["/bin/echo"],
+        "arguments": ["hello", "two words"],
+        "count": ["2"],
+        "jobtype": ["multiple"],
+        "directory": [str(tmp_path)],
+        "stdout": [str(tmp_path / "out")],
+        "stderr": [str(tmp_path / "err")],
+        "environment": [["FOO", "bar"]],
+        "uniqid": ["1.2"],
+        "jobdir": [str(tmp_path)],
+        "streamingrequested": ["0"],
+        "savejobdescription": ["no"],
+    }
     f = tmp_path / "desc.json"
     f.write_text(json.dumps(desc))
     out = jim_env.protocol("submit", "--description", str(f))
@@ -229,8 +275,10 @@ def test_json_description_as_the_gram_module_hands_it(jim_env, tmp_path):
 
 def test_jdl_description(jim_env, tmp_path):
     f = tmp_path / "job.jdl"
-    f.write_text('[ Executable = "/bin/sh"; Arguments = "-c \'echo $JIM_FIRST_EVENT\'"; JimType = "montecarlo";'
-                 ' Events = 30; EventsPerJob = 10; JobName = "jdl job" ]')
+    f.write_text(
+        '[ Executable = "/bin/sh"; Arguments = "-c \'echo $JIM_FIRST_EVENT\'"; JimType = "montecarlo";'
+        ' Events = 30; EventsPerJob = 10; JobName = "jdl job" ]'
+    )
     out = jim_env.protocol("submit", "--jdl", str(f))
     job = out["JOB_ID"]
     assert jim_env.wait(job)["JOB_STATE"] == "DONE"
@@ -246,7 +294,7 @@ def test_poll_of_unknown_job(jim_env):
 
 
 def test_lost_local_job_when_killed_without_exit_file(jim_env):
-    job = jim_env.submit('&(executable=/bin/sleep)(arguments=300)(count=2)')
+    job = jim_env.submit("&(executable=/bin/sleep)(arguments=300)(count=2)")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         st = jim_env.status(job)

@@ -19,9 +19,21 @@ from jim.states import Evidence, LocalState
 def lj(tmp_path):
     db = Database(Home(tmp_path / "h"))
     job_id = new_job_id()
-    db.create(new_record(job_id, jobtype="generic", name="t", owner="u", adapter="slurm", description={},
-                         source_format="json", source_text="{}", plan={"localJobs": 1, "binding": "count"},
-                         explanation="", slices=[{}]))
+    db.create(
+        new_record(
+            job_id,
+            jobtype="generic",
+            name="t",
+            owner="u",
+            adapter="slurm",
+            description={},
+            source_format="json",
+            source_text="{}",
+            plan={"localJobs": 1, "binding": "count"},
+            explanation="",
+            slices=[{}],
+        )
+    )
     job = db.read(job_id)
     j = job.local(0)
     j.set_state(LocalState.SUBMITTING, at=time.time() - 100)
@@ -33,8 +45,7 @@ def lj(tmp_path):
 def apply(lj, tmp_path, result, accounting=None, **kw):
     d = tmp_path / "local0"
     d.mkdir(exist_ok=True)
-    apply_local(lj, d, result, accounting or {}, now=time.time(), lost_grace=kw.pop("grace", 60),
-                cancelled=False, **kw)
+    apply_local(lj, d, result, accounting or {}, now=time.time(), lost_grace=kw.pop("grace", 60), cancelled=False, **kw)
     return d
 
 
@@ -60,15 +71,21 @@ def test_absent_becomes_lost_only_after_grace(lj, tmp_path):
     assert lj.state is LocalState.LOST and lj.evidence == "absent-after-grace"
 
 
-@pytest.mark.parametrize("exit_file,expected", [
-    ("4\n", (LocalState.FAILED, 4, "wrapper-exit-file")),   # the wrapper's file beats everything
-    (None, (LocalState.FAILED, 9, "accounting")),           # without it, the accounting beats the batch
-])
+@pytest.mark.parametrize(
+    "exit_file,expected",
+    [
+        ("4\n", (LocalState.FAILED, 4, "wrapper-exit-file")),  # the wrapper's file beats everything
+        (None, (LocalState.FAILED, 9, "accounting")),  # without it, the accounting beats the batch
+    ],
+)
 def test_exit_file_beats_accounting_beats_batch(lj, tmp_path, exit_file, expected):
     """The batch system says the job ended FAILED (no exit code); accounting says exit 9."""
     done_by_batch = BatchStatus(LocalState.FAILED, native="FAILED")
-    acct = {"77_0": BatchStatus(LocalState.FAILED, exit_code=9, evidence=Evidence.ACCOUNTING,
-                                tag=lj.tag, submitted=time.time() - 95)}
+    acct = {
+        "77_0": BatchStatus(
+            LocalState.FAILED, exit_code=9, evidence=Evidence.ACCOUNTING, tag=lj.tag, submitted=time.time() - 95
+        )
+    }
     d = tmp_path / "local0"
     d.mkdir()
     if exit_file is not None:
@@ -83,12 +100,18 @@ def test_the_batch_system_decides_when_nothing_better_says(lj, tmp_path):
 
 
 def test_accounting_older_than_our_submission_is_ignored(lj, tmp_path):
-    stale = {"77_0": BatchStatus(LocalState.DONE, exit_code=0, evidence=Evidence.ACCOUNTING,
-                                 tag=None, submitted=time.time() - 10000)}
+    stale = {
+        "77_0": BatchStatus(
+            LocalState.DONE, exit_code=0, evidence=Evidence.ACCOUNTING, tag=None, submitted=time.time() - 10000
+        )
+    }
     apply(lj, tmp_path, QueryResult(ok=True, statuses={}), stale, accounting_slack=300)
     assert lj.state is LocalState.QUEUED
-    fresh = {"77_0": BatchStatus(LocalState.FAILED, exit_code=2, evidence=Evidence.ACCOUNTING,
-                                 tag=lj.tag, submitted=time.time() - 95)}
+    fresh = {
+        "77_0": BatchStatus(
+            LocalState.FAILED, exit_code=2, evidence=Evidence.ACCOUNTING, tag=lj.tag, submitted=time.time() - 95
+        )
+    }
     apply(lj, tmp_path, QueryResult(ok=True, statuses={}), fresh, accounting_slack=300)
     assert (lj.state, lj.exit_code, lj.evidence) == (LocalState.FAILED, 2, "accounting")
 

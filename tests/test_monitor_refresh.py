@@ -10,7 +10,6 @@ cancelled, the worker restarted.
 from __future__ import annotations
 
 import pytest
-from support.fake_adapter import FakeAdapter, ended
 
 from jim import background, summary, worker
 from jim.config import parse
@@ -21,12 +20,16 @@ from jim.paths import Home
 from jim.states import GramState, LocalState
 from jim.submit import submit
 
+from support.fake_adapter import FakeAdapter, ended
+
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
     """A config, a database, a fake batch system; every background process start is recorded, not made."""
-    config = parse({"monitor": {"interval": 0.01, "lost_grace": 60.0, "held_timeout": 600.0}},
-                   env={"JIM_HOME": str(tmp_path / "home")})
+    config = parse(
+        {"monitor": {"interval": 0.01, "lost_grace": 60.0, "held_timeout": 600.0}},
+        env={"JIM_HOME": str(tmp_path / "home")},
+    )
     home = Home(config.home)
     started: list[tuple[str, ...]] = []
     monkeypatch.setattr(background, "start_monitor", lambda home: started.append(("monitor",)))
@@ -36,12 +39,22 @@ def site(tmp_path, monkeypatch):
         pass
 
     s = Site()
-    s.config, s.db, s.fake, s.started, s.seg = config, Database(home.ensure()), FakeAdapter(home), started, tmp_path / "seg"
+    s.config, s.db, s.fake, s.started, s.seg = (
+        config,
+        Database(home.ensure()),
+        FakeAdapter(home),
+        started,
+        tmp_path / "seg",
+    )
     s.seg.mkdir()
 
     def grid_job(n=3, submitted=True):
-        job_id = submit(config, parse_rsl(f"&(executable=/bin/true)(count={n})"), start_background=False,
-                        env={"JIM_SEG_DIR": str(s.seg)})
+        job_id = submit(
+            config,
+            parse_rsl(f"&(executable=/bin/true)(count={n})"),
+            start_background=False,
+            env={"JIM_SEG_DIR": str(s.seg)},
+        )
         if submitted:
             worker.submit_pending(config, s.db, job_id, s.fake)
         return job_id
@@ -56,8 +69,12 @@ def states(db, job_id):
 
 
 def seg_states(site, job_id):
-    return [int(line.split(";")[3]) for f in sorted(site.seg.iterdir()) for line in f.read_text().splitlines()
-            if line.split(";")[2] == job_id]
+    return [
+        int(line.split(";")[3])
+        for f in sorted(site.seg.iterdir())
+        for line in f.read_text().splitlines()
+        if line.split(";")[2] == job_id
+    ]
 
 
 def test_one_query_for_every_grid_job_and_the_grid_state_follows(site):
@@ -134,8 +151,12 @@ def test_the_wrapper_exit_file_beats_the_batch_system(site):
     site.fake.set_state(f"{job}.0", LocalState.DONE, exit_code=0)
     site.refresh()
     lj = site.db.read(job).local(0)
-    assert (lj.state, lj.exit_code, lj.evidence, lj.get("reason")) == \
-        (LocalState.FAILED, 3, "wrapper-exit-file", "segfault in d0gstar")
+    assert (lj.state, lj.exit_code, lj.evidence, lj.get("reason")) == (
+        LocalState.FAILED,
+        3,
+        "wrapper-exit-file",
+        "segfault in d0gstar",
+    )
 
 
 def test_progress_reported_by_the_wrapper_reaches_the_record(site):

@@ -15,10 +15,12 @@ from jim.paths import Home
 
 # sh gets: -c SCRIPT job <value>; $0/$1 are the shell's (a $ before a digit is not a placeholder),
 # $$JIM_PARAM_Parameter reaches the shell as $JIM_PARAM_Parameter.
-PARAMETRIC = ('&(executable=/bin/sh)'
-              '(arguments=-c "echo $1 > result.p$1.txt; echo arg=$1 env=$$JIM_PARAM_Parameter" job "${Parameter}")'
-              '(parameters=4)(parameterstart=0.1)(parameterstep=0.2)'
-              '(outputs="result.p$Parameter.txt")(jobname="scan $Parameter")')
+PARAMETRIC = (
+    "&(executable=/bin/sh)"
+    '(arguments=-c "echo $1 > result.p$1.txt; echo arg=$1 env=$$JIM_PARAM_Parameter" job "${Parameter}")'
+    "(parameters=4)(parameterstart=0.1)(parameterstep=0.2)"
+    '(outputs="result.p$Parameter.txt")(jobname="scan $Parameter")'
+)
 VALUES = ["0.1", "0.3", "0.5", "0.7"]
 
 
@@ -72,8 +74,7 @@ def herd_of_batch_id(home, batch_id: str) -> list[tuple[str, str, str]]:
         if found:
             master = found[0].get("MasterJobID")
             record = etree.parse(str(home / "db" / f"{master}.xml"))
-            return [(lj.get("MasterJobID"), lj.get("SplitID"), lj.get("batchId"))
-                    for lj in record.xpath("//localjob")]
+            return [(lj.get("MasterJobID"), lj.get("SplitID"), lj.get("batchId")) for lj in record.xpath("//localjob")]
     raise AssertionError(f"no local job with batch id {batch_id}")
 
 
@@ -81,17 +82,27 @@ def test_herd_fields_before_and_after_submission(tmp_path):
     home = Home(tmp_path / "home").ensure()
     db = Database(home)
     job_id = "20260101-000000-abcdef"
-    rec = new_record(job_id, jobtype="parametric", name="scan", owner="me", adapter="fork",
-                     description={"executable": ["/bin/true"]}, source_format="json", source_text="{}",
-                     plan={"localJobs": 3, "binding": "parameters"}, explanation="3 values",
-                     slices=[{"params": {"Parameter": str(v)}} for v in (1, 2, 3)]
-                     + [{"params": {}, "failed_on_creation": "too big"}])
+    rec = new_record(
+        job_id,
+        jobtype="parametric",
+        name="scan",
+        owner="me",
+        adapter="fork",
+        description={"executable": ["/bin/true"]},
+        source_format="json",
+        source_text="{}",
+        plan={"localJobs": 3, "binding": "parameters"},
+        explanation="3 values",
+        slices=[{"params": {"Parameter": str(v)}} for v in (1, 2, 3)]
+        + [{"params": {}, "failed_on_creation": "too big"}],
+    )
     rec.recompute()
     db.create(rec)
     job = db.read(job_id)
     assert job.get("MasterJobID") == job_id and job.get("HerdState") == "WillSplit"
-    assert [(lj.get("MasterJobID"), lj.get("SplitID"), lj.get("HerdState")) for lj in job.local_jobs()] == \
-        [(job_id, str(k), "WillSplit") for k in range(4)]
+    assert [(lj.get("MasterJobID"), lj.get("SplitID"), lj.get("HerdState")) for lj in job.local_jobs()] == [
+        (job_id, str(k), "WillSplit") for k in range(4)
+    ]
     assert job.local(3).state.value == "FAILED" and job.local(3).evidence == "creation"
     with db.update(job_id) as rec:
         for k in range(3):
@@ -99,6 +110,10 @@ def test_herd_fields_before_and_after_submission(tmp_path):
         rec.recompute()
     job = db.read(job_id)
     assert [lj.get("HerdState") for lj in job.local_jobs()] == ["Splitted"] * 3 + ["WillSplit"]
-    assert job.get("HerdState") == "Splitted"   # the failed-on-creation one will never split
-    assert herd_of_batch_id(home.root, "b1") == [(job_id, "0", "b0"), (job_id, "1", "b1"), (job_id, "2", "b2"),
-                                                 (job_id, "3", None)]
+    assert job.get("HerdState") == "Splitted"  # the failed-on-creation one will never split
+    assert herd_of_batch_id(home.root, "b1") == [
+        (job_id, "0", "b0"),
+        (job_id, "1", "b1"),
+        (job_id, "2", "b2"),
+        (job_id, "3", None),
+    ]

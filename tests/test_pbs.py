@@ -22,15 +22,20 @@ from support.services import PBS_BIN, pbs_available, pbs_env
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pbs]  # (the PBS wrappers drive the test Slurm)
 
+
 @pytest.fixture(scope="module")
 def pbs():
-    require_service(pbs_available(), "the PBS wrappers over the test Slurm "
-                                     "(tests/services/pbs/start.sh, tests/services/slurm/start.sh)")
+    require_service(
+        pbs_available(),
+        "the PBS wrappers over the test Slurm (tests/services/pbs/start.sh, tests/services/slurm/start.sh)",
+    )
     return {**os.environ, **pbs_env()}
 
 
 def pbs_config(extra: str = "") -> str:
-    return FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 60.0") + f"""
+    return (
+        FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 60.0")
+        + f"""
 [batch]
 adapter = "pbs"
 flavour = "slurm"
@@ -39,6 +44,7 @@ cache_interval = 1.0
 python = "{sys.executable}"
 command_timeout = 20
 {extra}"""
+    )
 
 
 @pytest.fixture
@@ -60,7 +66,7 @@ def qstat_full(env) -> str:
 
 def test_grid_job_end_to_end_to_done(pjim, pbs):
     """A grid job through qsub/qstat/qdel only: every local job its own PBS job, named by its tag."""
-    job = pjim.submit('&(executable=/bin/sh)(arguments=-c \'echo pbs $JIM_INDEX; test -n "$JIM_TAG"\')(count=6)')
+    job = pjim.submit("&(executable=/bin/sh)(arguments=-c 'echo pbs $JIM_INDEX; test -n \"$JIM_TAG\"')(count=6)")
     out = pjim.wait(job, timeout=120)
     assert out["JOB_STATE"] == "DONE" and out["EXIT_CODE"] == "0", pjim.run("status", job).stdout
     st = pjim.status(job)
@@ -68,11 +74,13 @@ def test_grid_job_end_to_end_to_done(pjim, pbs):
     assert len(set(ids)) == 6 and all(i.isdigit() for i in ids), ids
     assert all(lj["state"] == "DONE" and lj["evidence"] == "wrapper-exit-file" for lj in st["localJobs"])
     from jim.adapters.pbs import FLAVOURS, jim_records
+
     names = {tag: bid for bid, tag, _ in jim_records(qstat_full(pbs), FLAVOURS["slurm"])}
     for lj in st["localJobs"]:  # still listed (MinJobAge), under jim's tag
         assert names.get(lj["tag"]) in (lj["batchId"], None)
     assert os.path.exists(st["outputTar"])
     import tarfile
+
     with tarfile.open(st["outputTar"]) as t:
         outs = [m for m in t.getnames() if "/stdout." in m or m.startswith("stdout.")]
     assert len(outs) == 6, t.getnames()[:20]
@@ -88,7 +96,7 @@ def test_failing_local_job_gives_its_exit_code(pjim):
 
 
 def test_cancel_through_qdel(pjim, pbs):
-    job = pjim.submit('&(executable=/bin/sleep)(arguments=600)(count=5)')
+    job = pjim.submit("&(executable=/bin/sleep)(arguments=600)(count=5)")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if sum(lj["state"] == "RUNNING" for lj in pjim.status(job)["localJobs"]) >= 3:
@@ -99,18 +107,22 @@ def test_cancel_through_qdel(pjim, pbs):
     st = pjim.status(job)
     assert all(lj["state"] in ("CANCELLED", "DONE") for lj in st["localJobs"]), st["counts"]
     from jim.adapters.pbs import FLAVOURS, parse_qstat
+
     live = parse_qstat(qstat_full(pbs), FLAVOURS["slurm"])
     ours = {lj["batchId"] for lj in st["localJobs"]}
     assert not [b for b, s in live.items() if b in ours and not s.state.terminal]
     # qdel let the wrappers flush: they recorded the termination
-    assert any("terminated_by" in (Path(pjim.home) / "jobs" / job / "local" / str(lj["index"]) / "exit_code")
-               .read_text() for lj in st["localJobs"]
-               if (Path(pjim.home) / "jobs" / job / "local" / str(lj["index"]) / "exit_code").exists())
+    assert any(
+        "terminated_by" in (Path(pjim.home) / "jobs" / job / "local" / str(lj["index"]) / "exit_code").read_text()
+        for lj in st["localJobs"]
+        if (Path(pjim.home) / "jobs" / job / "local" / str(lj["index"]) / "exit_code").exists()
+    )
 
 
 def test_flavour_auto_detects_the_slurm_wrappers(tmp_path, pbs):
     from jim.adapters.pbs import PbsAdapter
     from jim.paths import Home
+
     a = PbsAdapter(Home(tmp_path).ensure(), {"bin_dir": str(PBS_BIN)})
     assert a.flavour.name == "slurm"
     assert (tmp_path / "cache" / "pbs-flavour.json").exists()

@@ -10,12 +10,10 @@ If a change to a rendering is intended: ``JIM_ACCEPT_GOLDEN=1 pytest tests/test_
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from support.golden import golden
 from jim.adapters.base import LocalJobSpec, SubmitChunk
 from jim.adapters.pbs import (
     ENDED,
@@ -32,6 +30,8 @@ from jim.adapters.pbs import (
 from jim.errors import CancelError, ConfigError, SubmitError
 from jim.paths import Home
 from jim.states import Evidence, LocalState
+
+from support.golden import golden
 
 DATA = Path(__file__).parent / "data" / "pbs"
 SLURM, TORQUE, PBSPRO = FLAVOURS["slurm"], FLAVOURS["torque"], FLAVOURS["pbspro"]
@@ -52,15 +52,29 @@ def rec_tag(text: str) -> str:
 
 
 def chunk(indices, queue="long", wall=7200, job_dir=Path("/var/lib/jim/u/jobs") / G):
-    return SubmitChunk(G, [LocalJobSpec(k, f"{G}.{k}") for k in indices], job_dir=job_dir,
-                       wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
-                       outroot=job_dir / "local", queue=queue, limits={"wall_seconds": wall} if wall else {})
+    return SubmitChunk(
+        G,
+        [LocalJobSpec(k, f"{G}.{k}") for k in indices],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        queue=queue,
+        limits={"wall_seconds": wall} if wall else {},
+    )
 
 
 def adapter(tmp_path, flavour, **opts) -> PbsAdapter:
-    return PbsAdapter(Home(tmp_path / "home").ensure(),
-                      {"flavour": flavour, "python": "/usr/bin/python3", "account": "d0",
-                       "qsub_options": ["-l", "mem=100mb"], **opts})
+    return PbsAdapter(
+        Home(tmp_path / "home").ensure(),
+        {
+            "flavour": flavour,
+            "python": "/usr/bin/python3",
+            "account": "d0",
+            "qsub_options": ["-l", "mem=100mb"],
+            **opts,
+        },
+    )
 
 
 # -- renderings ----------------------------------------------------------------------------
@@ -85,8 +99,9 @@ def test_rendered_scripts_and_qsub_argv(tmp_path, flavour):
         assert argv[argv.index(fl.array_option) + 1] == "0-2"
         # the submit path names the array by its first local job and adds the flavour's output pattern
         out = fl.array_output.format(path="/x/pbs-3.out")
-        assert a.submit_argv(c, [3, 4, 5], Path("/x/pbs-3.sh")) == \
-            a.qsub_argv(c, f"jim.{G}.3", "/x/pbs-3.sh", out, array="0-2")
+        assert a.submit_argv(c, [3, 4, 5], Path("/x/pbs-3.sh")) == a.qsub_argv(
+            c, f"jim.{G}.3", "/x/pbs-3.sh", out, array="0-2"
+        )
     assert "-q" in argv and argv[argv.index("-q") + 1] == "long"
     assert "walltime=02:00:00" in argv and argv[-3:] == ["-l", "mem=100mb", argv[-1]]
     assert argv[argv.index("-r") + 1] == "n"
@@ -104,9 +119,18 @@ def test_slurm_wrappers_get_shell_quoted_arguments(tmp_path):
 
 
 def test_script_quotes_hostile_paths(tmp_path):
-    text = adapter(tmp_path, "slurm").render("pbs.sh", grid_id="g", offset=0, python="python3", flavour="slurm",
-                                             wrapper="/tmp/a b/$(rm -rf x)/w.py", sandbox="/s", outroot="/o;ls",
-                                             index_env="JIM_PBS_TASK", task="0")
+    text = adapter(tmp_path, "slurm").render(
+        "pbs.sh",
+        grid_id="g",
+        offset=0,
+        python="python3",
+        flavour="slurm",
+        wrapper="/tmp/a b/$(rm -rf x)/w.py",
+        sandbox="/s",
+        outroot="/o;ls",
+        index_env="JIM_PBS_TASK",
+        task="0",
+    )
     assert "'/tmp/a b/$(rm -rf x)/w.py'" in text and "'/o;ls'" in text
 
 
@@ -155,7 +179,7 @@ def test_parse_qsub_recorded_and_documented():
 
 def test_transient_errors_classified(tmp_path):
     a = adapter(tmp_path, "slurm")
-    assert a.is_transient(recorded("down-qsub"))         # controller down: sbatch's message on qsub's stdout
+    assert a.is_transient(recorded("down-qsub"))  # controller down: sbatch's message on qsub's stdout
     assert a.is_transient(recorded("down-qdel"))
     assert a.is_transient(recorded("down-qstat", "err"))  # "Problem loading jobs."
     assert not a.is_transient(recorded("qsub-bad-queue"))
@@ -246,9 +270,13 @@ def test_array_flavours_submit_one_array_per_run(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "argv"
-    stand_in(bin_dir, "qsub", f'echo "$@" >> {log}; n=$(wc -l < {log}); '
-                              'case " $* " in *" -J "*|*" -t "*) echo "$((100 + n))[].server";; '
-                              '*) echo "$((100 + n)).server";; esac')
+    stand_in(
+        bin_dir,
+        "qsub",
+        f'echo "$@" >> {log}; n=$(wc -l < {log}); '
+        'case " $* " in *" -J "*|*" -t "*) echo "$((100 + n))[].server";; '
+        '*) echo "$((100 + n)).server";; esac',
+    )
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     c = chunk([0, 1, 2, 5, 6], job_dir=job_dir)
@@ -289,8 +317,12 @@ def test_single_job_flavour_submits_each_local_job_and_reports_partial_failure(t
     counter = tmp_path / "n"
     counter.write_text("0")
     # the 3rd qsub fails like the wrappers do when the controller is down (message on stdout)
-    stand_in(bin_dir, "qsub", f'n=$(($(cat {counter}) + 1)); echo $n > {counter}; '
-                              f'if [ $n = 3 ]; then cat {DATA / "down-qsub.out"}; exit 1; fi; echo $((500 + n))')
+    stand_in(
+        bin_dir,
+        "qsub",
+        f"n=$(($(cat {counter}) + 1)); echo $n > {counter}; "
+        f"if [ $n = 3 ]; then cat {DATA / 'down-qsub.out'}; exit 1; fi; echo $((500 + n))",
+    )
     a = adapter(tmp_path, "slurm", bin_dir=str(bin_dir), submit_parallel=1)
     job_dir = tmp_path / "job"
     job_dir.mkdir()
@@ -311,7 +343,7 @@ def test_query_failure_and_empty_queue(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     a = adapter(tmp_path, "slurm", bin_dir=str(bin_dir))
-    stand_in(bin_dir, "qstat", f'cat {DATA / "down-qstat.err"} >&2; exit 8')
+    stand_in(bin_dir, "qstat", f"cat {DATA / 'down-qstat.err'} >&2; exit 8")
     res = a.query(["1"])
     assert not res.ok and "Problem loading jobs" in res.error
     stand_in(bin_dir, "qstat", "exit 153")  # the wrappers' qstat with no job at all in the system
@@ -323,8 +355,12 @@ def test_pbspro_accounting_reads_finished_jobs_whatever_qstat_exits(tmp_path, mo
     bin_dir.mkdir()
     log = tmp_path / "argv"
     # some ids unknown: PBS Pro's qstat -x says so and exits non-zero, but lists the others
-    stand_in(bin_dir, "qstat", f'echo "$@" >> {log}; cat {DATA / "pbspro-qstat-f-t.txt"}; '
-                               'echo "qstat: Unknown Job Id 999.pbs01" >&2; exit 153')
+    stand_in(
+        bin_dir,
+        "qstat",
+        f'echo "$@" >> {log}; cat {DATA / "pbspro-qstat-f-t.txt"}; '
+        'echo "qstat: Unknown Job Id 999.pbs01" >&2; exit 153',
+    )
     monkeypatch.setattr(PbsAdapter, "user", property(lambda self: "alice"))
     acct = adapter(tmp_path, "pbspro", bin_dir=str(bin_dir)).accounting(["5690", "5678[1]", "5678[2]", "999"])
     assert set(acct) == {"5690", "5678[1]"}  # 5678[2] still runs: not a final state
@@ -340,11 +376,11 @@ def test_cancel_ignores_jobs_already_gone_but_not_errors(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     a = adapter(tmp_path, "slurm", bin_dir=str(bin_dir))
-    stand_in(bin_dir, "qdel", f'cat {DATA / "qdel-done.out"}; exit {recorded("qdel-done", "rc").strip()}')
+    stand_in(bin_dir, "qdel", f"cat {DATA / 'qdel-done.out'}; exit {recorded('qdel-done', 'rc').strip()}")
     a.cancel(["1", "2"])  # rc 1, silent: already ended
     stand_in(bin_dir, "qdel", 'echo "qdel: Unknown Job Id 1.torque.example.org" >&2; exit 153')
     a.cancel(["1"])
-    stand_in(bin_dir, "qdel", f'cat {DATA / "down-qdel.out"}; exit 1')
+    stand_in(bin_dir, "qdel", f"cat {DATA / 'down-qdel.out'}; exit 1")
     with pytest.raises(CancelError) as e:
         a.cancel(["1"])
     assert e.value.transient
@@ -353,13 +389,14 @@ def test_cancel_ignores_jobs_already_gone_but_not_errors(tmp_path):
 def test_reconcile_uses_qstat_then_the_wrappers_started_file(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stand_in(bin_dir, "qstat", f'cat {tmp_path / "qstat.out"}')
+    stand_in(bin_dir, "qstat", f"cat {tmp_path / 'qstat.out'}")
     a = adapter(tmp_path, "slurm", bin_dir=str(bin_dir))
     me = a.user
     (tmp_path / "qstat.out").write_text(
         f"Job Id:\t41\n\tJob_Name = jim.{G}.0\n\tJob_Owner = {me}@h\n\tjob_state = C\n\n"
         f"Job Id:\t42\n\tJob_Name = jim.{G}.1\n\tJob_Owner = {me}@h\n\tjob_state = R\n\n"
-        f"Job Id:\t44\n\tJob_Name = jim.{G}.3\n\tJob_Owner = not-{me}@h\n\tjob_state = R\n")
+        f"Job Id:\t44\n\tJob_Name = jim.{G}.3\n\tJob_Owner = not-{me}@h\n\tjob_state = R\n"
+    )
     local = a.home.local_dir(G, 2)
     local.mkdir(parents=True)
     (local / "started").write_text(json.dumps({"batch_id": "43", "pid": 1}))
@@ -382,6 +419,6 @@ def test_flavour_auto_detection(tmp_path):
     stand_in(bin_dir, "qstat", 'echo "pbs_version = 2022.1.3"')
     assert adapter(tmp_path, "auto", bin_dir=str(bin_dir)).flavour is TORQUE  # remembered for a day
     (tmp_path / "home" / "cache" / "pbs-flavour.json").unlink()
-    stand_in(bin_dir, "qstat", f'cat {DATA / "qstat-version.err"} >&2; exit 2')
+    stand_in(bin_dir, "qstat", f"cat {DATA / 'qstat-version.err'} >&2; exit 2")
     with pytest.raises(ConfigError):
         _ = adapter(tmp_path, "auto", bin_dir=str(bin_dir)).flavour

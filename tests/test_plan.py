@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from support.jimcli import write_config
 from jim import config as jconfig
 from jim.errors import InvalidAttribute, PlanError
 from jim.jobdesc import parse_jdl, parse_json, parse_rsl
@@ -28,6 +27,8 @@ from jim.requirements import (
     choose_queue,
     requirements_of_description,
 )
+
+from support.jimcli import write_config
 
 REPO = Path(__file__).resolve().parent.parent
 SITE_TOML = Path(__file__).parent / "data" / "requirements" / "site.toml"
@@ -48,19 +49,23 @@ def plan_of(tmp_path, rsl, resources=True, dry_run=True, **extra):
 
 # --- which queue, for which requirement form ---------------------------------------------------
 
-@pytest.mark.parametrize("reqs, queue", [
-    ("", "short"),                                                   # none: smallest WallTimeLimit
-    ('(requirements="WallTimeLimit=7200")', "gpu"),                  # number: capacity >= 7200
-    ('(requirements="WallTimeLimit=7200" "Tag=bigmem")', "long"),    # every pair must hold
-    ("(requirements=(Tag bigmem gpu))", "gpu"),                      # nested pair, a list: any of
-    ('(requirements="Tag=bigmem,gpu")', "gpu"),
-    ('(requirements="Site = ""JIM.TEST.site""")', "short"),          # quoted value
-    ('(requirements="WallTimeLimit >= 100000")', "long"),            # ClassAd expression
-    ('(requirements="member(""gpu"", Tag) && GPU >= 1")', "gpu"),
-    ('(requirements="TARGET.MaxRAM > 5000" "WallTimeLimit=7200")', "gpu"),  # pairs and expression together
-    ("(queue=long)", "long"),                                        # GRAM queue: a requirement on Queue
-    ('(queue=long)(requirements="Tag=cvmfs")', "long"),
-])
+
+@pytest.mark.parametrize(
+    "reqs, queue",
+    [
+        ("", "short"),  # none: smallest WallTimeLimit
+        ('(requirements="WallTimeLimit=7200")', "gpu"),  # number: capacity >= 7200
+        ('(requirements="WallTimeLimit=7200" "Tag=bigmem")', "long"),  # every pair must hold
+        ("(requirements=(Tag bigmem gpu))", "gpu"),  # nested pair, a list: any of
+        ('(requirements="Tag=bigmem,gpu")', "gpu"),
+        ('(requirements="Site = ""JIM.TEST.site""")', "short"),  # quoted value
+        ('(requirements="WallTimeLimit >= 100000")', "long"),  # ClassAd expression
+        ('(requirements="member(""gpu"", Tag) && GPU >= 1")', "gpu"),
+        ('(requirements="TARGET.MaxRAM > 5000" "WallTimeLimit=7200")', "gpu"),  # pairs and expression together
+        ("(queue=long)", "long"),  # GRAM queue: a requirement on Queue
+        ('(queue=long)(requirements="Tag=cvmfs")', "long"),
+    ],
+)
 def test_requirement_forms_choose_the_queue(tmp_path, reqs, queue):
     plan = plan_of(tmp_path, f"&(executable=/bin/true)(count=2){reqs}")
     assert plan.queue == queue
@@ -83,13 +88,19 @@ def test_json_description_requirements(tmp_path):
     assert make_plan(cfg(tmp_path), desc, dry_run=True)[1].queue == "gpu"
 
 
-@pytest.mark.parametrize("reqs, message", [
-    ('(requirements="GPU_Model=A100")', "no queue has parameter GPU_Model"),
-    ('(requirements="WallTimeLimit=999999")', "no queue satisfies WallTimeLimit >= 999999 (largest: long with 172800)"),
-    ('(requirements="Tag=tape")', 'no queue satisfies "tape" in Tag'),
-    ('(queue=long)(requirements="GPU=1")', "no single queue satisfies all requirements"),
-    ("(queue=nosuch)", 'no queue satisfies Queue == "nosuch"'),
-])
+@pytest.mark.parametrize(
+    "reqs, message",
+    [
+        ('(requirements="GPU_Model=A100")', "no queue has parameter GPU_Model"),
+        (
+            '(requirements="WallTimeLimit=999999")',
+            "no queue satisfies WallTimeLimit >= 999999 (largest: long with 172800)",
+        ),
+        ('(requirements="Tag=tape")', 'no queue satisfies "tape" in Tag'),
+        ('(queue=long)(requirements="GPU=1")', "no single queue satisfies all requirements"),
+        ("(queue=nosuch)", 'no queue satisfies Queue == "nosuch"'),
+    ],
+)
 def test_no_eligible_queue_names_the_unmet_requirement(tmp_path, reqs, message):
     with pytest.raises(NoEligibleQueue) as e:
         plan_of(tmp_path, f"&(executable=/bin/true){reqs}")
@@ -97,13 +108,16 @@ def test_no_eligible_queue_names_the_unmet_requirement(tmp_path, reqs, message):
     assert e.value.gram_error == 134 and isinstance(e.value, PlanError)
 
 
-@pytest.mark.parametrize("reqs, message", [
-    ('(requirements="Tag=a" "Tag=b")', "given twice"),
-    ('(queue=long)(requirements="Queue=short")', "queue is given twice"),
-    ('(requirements="WallTimeLimit >= ")', "does not parse"),
-    ('(requirements="1x=2")', "does not parse"),
-    ("(requirements=(Tag))", "(NAME value ...)"),
-])
+@pytest.mark.parametrize(
+    "reqs, message",
+    [
+        ('(requirements="Tag=a" "Tag=b")', "given twice"),
+        ('(queue=long)(requirements="Queue=short")', "queue is given twice"),
+        ('(requirements="WallTimeLimit >= ")', "does not parse"),
+        ('(requirements="1x=2")', "does not parse"),
+        ("(requirements=(Tag))", "(NAME value ...)"),
+    ],
+)
 def test_malformed_requirements(tmp_path, reqs, message):
     with pytest.raises(InvalidRequirement) as e:
         plan_of(tmp_path, f"&(executable=/bin/true){reqs}")
@@ -122,9 +136,9 @@ def test_without_resources_the_batch_default_or_the_gram_queue(tmp_path):
 
 def test_the_chosen_queue_sizes_montecarlo_jobs(tmp_path):
     rsl = "&(executable=/bin/mc)(jimtype=montecarlo)(events=10000)(cpuperevent=10)"
-    short = plan_of(tmp_path, rsl)                                   # 0.8 x 3600 s / 10 s = 288 events
+    short = plan_of(tmp_path, rsl)  # 0.8 x 3600 s / 10 s = 288 events
     assert (short.queue, short.binding, short.attrs["perJob"]) == ("short", "queue-wall-time", 288)
-    long = plan_of(tmp_path, rsl + '(requirements="Tag=bigmem")')    # the site's recommended 3600 s
+    long = plan_of(tmp_path, rsl + '(requirements="Tag=bigmem")')  # the site's recommended 3600 s
     assert (long.queue, long.binding, long.attrs["perJob"]) == ("long", "site-recommended-cpu", 360)
     assert "requirements" not in short.attrs
     assert long.attrs["requirements"] == "Tag=bigmem"
@@ -143,6 +157,7 @@ def test_parameters_make_a_parametric_job_and_other_types_refuse_them(tmp_path):
 
 # --- the persistent cache --------------------------------------------------------------------
 
+
 def test_cache_hit_miss_and_config_change(tmp_path):
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
@@ -150,8 +165,9 @@ def test_cache_hit_miss_and_config_change(tmp_path):
     first = choose_queue(SITE["resources"], reqs, cache=QueueCache(cache_dir))
     assert (first.name, first.cached) == ("long", False)
     # a new process, the same requirements written differently where pairs allow it: one evaluation
-    again = choose_queue(SITE["resources"], requirements_of_description(["WallTimeLimit >= 100000"]),
-                         cache=QueueCache(cache_dir))
+    again = choose_queue(
+        SITE["resources"], requirements_of_description(["WallTimeLimit >= 100000"]), cache=QueueCache(cache_dir)
+    )
     assert (again.name, again.cached) == ("long", True)
     pairs1 = requirements_of_description(["Tag=gpu,bigmem", "WallTimeLimit=7200"])
     pairs2 = requirements_of_description([["wallTimeLimit", "7200"], ["TAG", "bigmem", "gpu"]])
@@ -176,9 +192,18 @@ def test_failures_are_not_cached(tmp_path):
     assert not (tmp_path / "requirements.json").exists()
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b"[]", b'{"v": 1, "entries": []}',
-                                     b'{"v": 99, "entries": {}}', b"\xff\xfe",
-                                     b'{"v": 1, "entries": {"k": {"queues": [1], "at": 0}}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"{not json",
+        b"[]",
+        b'{"v": 1, "entries": []}',
+        b'{"v": 99, "entries": {}}',
+        b"\xff\xfe",
+        b'{"v": 1, "entries": {"k": {"queues": [1], "at": 0}}}',
+    ],
+)
 def test_corrupt_cache_is_ignored_and_replaced(tmp_path, content):
     (tmp_path / "requirements.json").write_bytes(content)
     reqs = requirements_of_description(["WallTimeLimit >= 100000"])
@@ -229,10 +254,13 @@ def test_a_cache_hit_needs_no_classad_import(tmp_path):
         f"res = tomllib.load(open({str(SITE_TOML)!r}, 'rb'))['resources']\n"
         "r = requirements_of_description(['WallTimeLimit >= 100000 && member(\"bigmem\", Tag)'])\n"
         f"c = choose_queue(res, r, cache=QueueCache({str(tmp_path)!r}))\n"
-        "print(c.name, c.cached, 'classad2' in sys.modules or 'classad' in sys.modules)\n")
+        "print(c.name, c.cached, 'classad2' in sys.modules or 'classad' in sys.modules)\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-            .stdout.split() for _ in range(2)]
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+        for _ in range(2)
+    ]
     assert runs == [["long", "False", "True"], ["long", "True", "False"]]
 
 
@@ -243,20 +271,25 @@ RESOURCES = SITE_TOML.read_text().split("[resources]", 1)[1]
 
 def test_plan_dry_run_json_records_nothing(jim_env):
     write_config(jim_env, "[resources]" + RESOURCES)
-    proc = jim_env.run("plan", "--dry-run", "--json", "--rsl",
-                       '&(executable=/bin/mc)(jimtype=montecarlo)(events=1000)(cpuperevent=20)'
-                       '(requirements="Tag=bigmem")')
+    proc = jim_env.run(
+        "plan",
+        "--dry-run",
+        "--json",
+        "--rsl",
+        '&(executable=/bin/mc)(jimtype=montecarlo)(events=1000)(cpuperevent=20)(requirements="Tag=bigmem")',
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["dryRun"] is True and data["localJobs"] == 6 and data["binding"] == "site-recommended-cpu"
     assert data["queue"] == "long" and data["plan"]["ce"] == "localhost"
-    assert data["timeLimit"] == "36000" and data["timeLimitBy"] == "site-max-cpu"   # the test config's
+    assert data["timeLimit"] == "36000" and data["timeLimitBy"] == "site-max-cpu"  # the test config's
     assert [j["queue"] for j in data["jobs"]] == ["long"] * 6
     assert data["jobs"][0]["slice"]["firstEvent"] == 1 and data["jobs"][0]["estSeconds"] == "3340"
     assert data["jobs"][0]["argv"] == ["/bin/mc"] and data["jobs"][0]["env"]["JIM_EVENTS"] == "167"
     assert not (jim_env.home / "db").exists() and not (jim_env.home / "cache" / "requirements.json").exists()
-    text = jim_env.run("plan", "--dry-run", "--rsl",
-                       '&(executable=/bin/mc)(jimtype=montecarlo)(events=1000)(cpuperevent=20)').stdout
+    text = jim_env.run(
+        "plan", "--dry-run", "--rsl", "&(executable=/bin/mc)(jimtype=montecarlo)(events=1000)(cpuperevent=20)"
+    ).stdout
     assert "binding limit: queue-wall-time" in text and "queue: short on CE localhost" in text
     assert "time limit per local job: 2880 s (queue-wall-time)" in text and "nothing recorded" in text
 

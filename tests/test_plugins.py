@@ -14,8 +14,9 @@ def fake_distribution(root, name: str, entry_points: str) -> None:
 
 def test_broken_plugin_breaks_only_its_own_job_type(jim_env, tmp_path):
     site = tmp_path / "site"
-    fake_distribution(site, "brokenplug", "[jim.handlers]\nbroken = no_such_module_anywhere:Handler\n"
-                                          "notahandler = os:getcwd\n")
+    fake_distribution(
+        site, "brokenplug", "[jim.handlers]\nbroken = no_such_module_anywhere:Handler\nnotahandler = os:getcwd\n"
+    )
     env = {"PYTHONPATH": str(site) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     listing = jim_env.run("handlers", env=env)
     assert listing.returncode == 0

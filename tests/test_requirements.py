@@ -203,40 +203,67 @@ class TestDefaultTree:
 
 
 class TestValidation:
-    @pytest.mark.parametrize("text, message", [
-        ("resources = 3", "resources: expected a table, got an integer"),
-        ("[resources]\nSite = 'x'", "resources: no computing element; add [resources.ce.<name>.queue.<queue>]"),
-        ("[resources]\nce = 'x'", "resources.ce: expected a table of tables ([resources.ce.<name>]), got a string"),
-        ("[resources.ce]", "resources.ce: no computing element; add [resources.ce.<name>]"),
-        ("[resources.ce.c]\nA = 1", "resources.ce.c: no queue; add [resources.ce.c.queue.<name>]"),
-        ("[resources.ce]\nc = 1", "resources.ce.c: expected a table, got an integer"),
-        ("[resources.ce.c.queue]", "resources.ce.c.queue: no queue; add [resources.ce.c.queue.<name>]"),
-        ("[resources.ce.c.queue.q.Limits]\nA = 1",
-         "resources.ce.c.queue.q.Limits: expected a string, number, boolean or list of strings, got a table"),
-        ("[resources.ce.c.queue.q]\nWhen = 1979-05-27",
-         "resources.ce.c.queue.q.When: expected a string, number, boolean or list of strings, got a date/time"),
-        ("[resources.ce.c.queue.q]\nL = [1, 2]", "resources.ce.c.queue.q.L: a list value must hold only strings"),
-        ("[resources.ce.c.queue.q]\nTag = [1]",
-         "resources.ce.c.queue.q.Tag: expected a string or a list of strings, got a list"),
-        ("[resources.ce.c.queue.q]\nX = nan", "resources.ce.c.queue.q.X: nan is not a usable value"),
-        ("[resources.ce.c.queue.q]\nX = 9223372036854775807\nY = 0", None),
-        ("[resources.ce.c.queue.q]\nMax-RAM = 1",
-         "resources.ce.c.queue.q.Max-RAM: invalid parameter name (letters, digits and '_', not starting with a digit)"),
-        ("[resources.ce.c.queue.q]\nmaxram = 1\nMaxRAM = 2",
-         "resources.ce.c.queue.q: parameters 'maxram' and 'MaxRAM' differ only in case"),
-        ("[resources]\nQueue = 'x'\n[resources.ce.c.queue.q]",
-         "resources.Queue: 'Queue' is reserved (jim sets Queue to the queue's name)"),
-        ("[resources.ce.c]\nCE = 'x'\n[resources.ce.c.queue.q]",
-         "resources.ce.c.CE: 'CE' is reserved (jim sets CE to the computing element's name)"),
-        ("[resources.queue.q]\n[resources.ce.c.queue.q]",
-         "resources.queue: queues belong under [resources.ce.<ce>.queue.<name>]"),
-        ("[resources.ce.c.queue.q.queue.x]",
-         "resources.ce.c.queue.q.queue: queues belong under [resources.ce.<ce>.queue.<name>]"),
-        ("[resources.ce.c.ce.d]\n[resources.ce.c.queue.q]",
-         "resources.ce.c.ce: computing elements belong under [resources.ce.<name>]"),
-        ('[resources.ce."a b".queue.q]', "resources.ce: invalid computing element name 'a b' (no white space, no '/')"),
-        ('[resources.ce.c.queue."x/y"]', "resources.ce.c.queue: invalid queue name 'x/y' (no white space, no '/')"),
-    ])
+    @pytest.mark.parametrize(
+        "text, message",
+        [
+            ("resources = 3", "resources: expected a table, got an integer"),
+            ("[resources]\nSite = 'x'", "resources: no computing element; add [resources.ce.<name>.queue.<queue>]"),
+            ("[resources]\nce = 'x'", "resources.ce: expected a table of tables ([resources.ce.<name>]), got a string"),
+            ("[resources.ce]", "resources.ce: no computing element; add [resources.ce.<name>]"),
+            ("[resources.ce.c]\nA = 1", "resources.ce.c: no queue; add [resources.ce.c.queue.<name>]"),
+            ("[resources.ce]\nc = 1", "resources.ce.c: expected a table, got an integer"),
+            ("[resources.ce.c.queue]", "resources.ce.c.queue: no queue; add [resources.ce.c.queue.<name>]"),
+            (
+                "[resources.ce.c.queue.q.Limits]\nA = 1",
+                "resources.ce.c.queue.q.Limits: expected a string, number, boolean or list of strings, got a table",
+            ),
+            (
+                "[resources.ce.c.queue.q]\nWhen = 1979-05-27",
+                "resources.ce.c.queue.q.When: expected a string, number, boolean or list of strings, got a date/time",
+            ),
+            ("[resources.ce.c.queue.q]\nL = [1, 2]", "resources.ce.c.queue.q.L: a list value must hold only strings"),
+            (
+                "[resources.ce.c.queue.q]\nTag = [1]",
+                "resources.ce.c.queue.q.Tag: expected a string or a list of strings, got a list",
+            ),
+            ("[resources.ce.c.queue.q]\nX = nan", "resources.ce.c.queue.q.X: nan is not a usable value"),
+            ("[resources.ce.c.queue.q]\nX = 9223372036854775807\nY = 0", None),
+            (
+                "[resources.ce.c.queue.q]\nMax-RAM = 1",
+                "resources.ce.c.queue.q.Max-RAM: invalid parameter name "
+                "(letters, digits and '_', not starting with a digit)",
+            ),
+            (
+                "[resources.ce.c.queue.q]\nmaxram = 1\nMaxRAM = 2",
+                "resources.ce.c.queue.q: parameters 'maxram' and 'MaxRAM' differ only in case",
+            ),
+            (
+                "[resources]\nQueue = 'x'\n[resources.ce.c.queue.q]",
+                "resources.Queue: 'Queue' is reserved (jim sets Queue to the queue's name)",
+            ),
+            (
+                "[resources.ce.c]\nCE = 'x'\n[resources.ce.c.queue.q]",
+                "resources.ce.c.CE: 'CE' is reserved (jim sets CE to the computing element's name)",
+            ),
+            (
+                "[resources.queue.q]\n[resources.ce.c.queue.q]",
+                "resources.queue: queues belong under [resources.ce.<ce>.queue.<name>]",
+            ),
+            (
+                "[resources.ce.c.queue.q.queue.x]",
+                "resources.ce.c.queue.q.queue: queues belong under [resources.ce.<ce>.queue.<name>]",
+            ),
+            (
+                "[resources.ce.c.ce.d]\n[resources.ce.c.queue.q]",
+                "resources.ce.c.ce: computing elements belong under [resources.ce.<name>]",
+            ),
+            (
+                '[resources.ce."a b".queue.q]',
+                "resources.ce: invalid computing element name 'a b' (no white space, no '/')",
+            ),
+            ('[resources.ce.c.queue."x/y"]', "resources.ce.c.queue: invalid queue name 'x/y' (no white space, no '/')"),
+        ],
+    )
     def test_bad_shapes(self, text, message):
         if message is None:
             resources(text)  # accepted
@@ -269,55 +296,67 @@ class TestMatching:
         assert names(eligible({"GPU": 1}, tree)) == ["gpu"]
         assert eligible({"NoSuchThing": "x"}, tree) == ()
 
-    @pytest.mark.parametrize("reqs, expected", [
-        ({"Tag": ["bigmem", "gpu"]}, ["long", "gpu"]),          # any of, against list values
-        ({"Tag": ["nothing", "cvmfs"]}, ["short", "long", "gpu"]),
-        ({"Queue": ["long", "gpu"]}, ["long", "gpu"]),          # any of, against a scalar value
-        ({"Platform": ["x86_64-el8"]}, ["gpu"]),
-        ({"GPU": [1, 2]}, ["gpu"]),                             # numbers in a list compare equal
-        ({"GPU": [1, 3]}, []),
-        ({"GPU": ["2"]}, ["gpu"]),                              # numeric string vs number: equality in a list
-    ])
+    @pytest.mark.parametrize(
+        "reqs, expected",
+        [
+            ({"Tag": ["bigmem", "gpu"]}, ["long", "gpu"]),  # any of, against list values
+            ({"Tag": ["nothing", "cvmfs"]}, ["short", "long", "gpu"]),
+            ({"Queue": ["long", "gpu"]}, ["long", "gpu"]),  # any of, against a scalar value
+            ({"Platform": ["x86_64-el8"]}, ["gpu"]),
+            ({"GPU": [1, 2]}, ["gpu"]),  # numbers in a list compare equal
+            ({"GPU": [1, 3]}, []),
+            ({"GPU": ["2"]}, ["gpu"]),  # numeric string vs number: equality in a list
+        ],
+    )
     def test_lists_mean_any_of(self, tree, reqs, expected):
         assert names(eligible(reqs, tree)) == expected
 
-    @pytest.mark.parametrize("reqs, expected", [
-        ({"WallTimeLimit": 3600}, ["short", "long", "gpu"]),   # equal is enough
-        ({"WallTimeLimit": 3601}, ["long", "gpu"]),
-        ({"WallTimeLimit": 86400.0}, ["long", "gpu"]),
-        ({"WallTimeLimit": 86400.5}, ["long"]),
-        ({"WallTimeLimit": 172801}, []),
-        ({"MaxRAM": 8000, "WallTimeLimit": 100000}, ["long"]),
-        ({"MaxRAM": "8000"}, ["long", "gpu"]),                  # RSL strings are capacities too
-        ({"MaxRAM": " 8e3 "}, ["long", "gpu"]),
-        ({"MaxRAM": "lots"}, []),
-        ({"GPU": 0}, ["gpu"]),
-    ])
+    @pytest.mark.parametrize(
+        "reqs, expected",
+        [
+            ({"WallTimeLimit": 3600}, ["short", "long", "gpu"]),  # equal is enough
+            ({"WallTimeLimit": 3601}, ["long", "gpu"]),
+            ({"WallTimeLimit": 86400.0}, ["long", "gpu"]),
+            ({"WallTimeLimit": 86400.5}, ["long"]),
+            ({"WallTimeLimit": 172801}, []),
+            ({"MaxRAM": 8000, "WallTimeLimit": 100000}, ["long"]),
+            ({"MaxRAM": "8000"}, ["long", "gpu"]),  # RSL strings are capacities too
+            ({"MaxRAM": " 8e3 "}, ["long", "gpu"]),
+            ({"MaxRAM": "lots"}, []),
+            ({"GPU": 0}, ["gpu"]),
+        ],
+    )
     def test_numbers_mean_capacity(self, tree, reqs, expected):
         assert names(eligible(reqs, tree)) == expected
 
-    @pytest.mark.parametrize("reqs, expected", [
-        ({"Site": "JIM.TEST.site"}, ["short", "long", "gpu"]),
-        ({"Site": "jim.test.site"}, []),                        # values are case-sensitive
-        ({"Tag": "bigmem"}, ["long"]),                          # contained in the queue's list
-        ({"Tag": "BIGMEM"}, []),
-        ({"Queue": "short"}, ["short"]),
-        ({"CE": "gpuce"}, ["gpu"]),
-        ({"WholeNode": True}, ["gpu"]),
-        ({"WholeNode": False}, ["short", "long"]),
-        ({"WholeNode": "TRUE"}, ["gpu"]),                       # RSL string vs boolean
-        ({"WholeNode": "yes"}, []),
-        ({"WholeNode": 1}, []),                                 # a number is not a boolean
-        ({"Site": 1}, []),
-    ])
+    @pytest.mark.parametrize(
+        "reqs, expected",
+        [
+            ({"Site": "JIM.TEST.site"}, ["short", "long", "gpu"]),
+            ({"Site": "jim.test.site"}, []),  # values are case-sensitive
+            ({"Tag": "bigmem"}, ["long"]),  # contained in the queue's list
+            ({"Tag": "BIGMEM"}, []),
+            ({"Queue": "short"}, ["short"]),
+            ({"CE": "gpuce"}, ["gpu"]),
+            ({"WholeNode": True}, ["gpu"]),
+            ({"WholeNode": False}, ["short", "long"]),
+            ({"WholeNode": "TRUE"}, ["gpu"]),  # RSL string vs boolean
+            ({"WholeNode": "yes"}, []),
+            ({"WholeNode": 1}, []),  # a number is not a boolean
+            ({"Site": 1}, []),
+        ],
+    )
     def test_strings_and_booleans(self, tree, reqs, expected):
         assert names(eligible(reqs, tree)) == expected
 
-    @pytest.mark.parametrize("reqs", [
-        {"walltimelimit": 7200, "TAG": "cvmfs"},
-        {"WALLTIMELIMIT": 7200, "tag": ["cvmfs"]},
-        {"WallTimeLimit": 7200, "Tag": "cvmfs"},
-    ])
+    @pytest.mark.parametrize(
+        "reqs",
+        [
+            {"walltimelimit": 7200, "TAG": "cvmfs"},
+            {"WALLTIMELIMIT": 7200, "tag": ["cvmfs"]},
+            {"WallTimeLimit": 7200, "Tag": "cvmfs"},
+        ],
+    )
     def test_names_are_case_insensitive(self, tree, reqs):
         assert names(eligible(reqs, tree)) == ["long", "gpu"]
 
@@ -329,16 +368,19 @@ class TestMatching:
         assert eligible({"Tag": "gpu"}, ResourceTree((tree.find("gpu"),)))
         assert not eligible({"Tag": "gpu"}, ResourceTree((tree.find("short"),)))
 
-    @pytest.mark.parametrize("reqs, message", [
-        ({"Max-RAM": 1}, "invalid requirement name 'Max-RAM'"),
-        ({"Tag": "a", "tag": "b"}, "requirements 'Tag' and 'tag' differ only in case"),
-        ({"Tag": []}, "requirement Tag: an empty list can never be satisfied"),
-        ({"Tag": [True]}, "requirement Tag: list elements must be strings or numbers"),
-        ({"X": {"a": 1}}, "requirement X: expected a string, number, boolean or list, got a table"),
-        ({"X": float("nan")}, "requirement X: nan is not a usable value"),
-        ({"X": None}, "requirement X: expected"),
-        (42, "requirements must be a mapping or a ClassAd expression, got an integer"),
-    ])
+    @pytest.mark.parametrize(
+        "reqs, message",
+        [
+            ({"Max-RAM": 1}, "invalid requirement name 'Max-RAM'"),
+            ({"Tag": "a", "tag": "b"}, "requirements 'Tag' and 'tag' differ only in case"),
+            ({"Tag": []}, "requirement Tag: an empty list can never be satisfied"),
+            ({"Tag": [True]}, "requirement Tag: list elements must be strings or numbers"),
+            ({"X": {"a": 1}}, "requirement X: expected a string, number, boolean or list, got a table"),
+            ({"X": float("nan")}, "requirement X: nan is not a usable value"),
+            ({"X": None}, "requirement X: expected"),
+            (42, "requirements must be a mapping or a ClassAd expression, got an integer"),
+        ],
+    )
     def test_bad_requirements(self, tree, reqs, message):
         with pytest.raises(InvalidRequirement) as info:
             eligible(reqs, tree)
@@ -347,30 +389,36 @@ class TestMatching:
 
 
 class TestClassAd:
-    @pytest.mark.parametrize("expr, expected", [
-        ('WallTimeLimit >= 7200 && member("cvmfs", Tag)', ["long", "gpu"]),
-        ("TARGET.WallTimeLimit >= 7200", ["long", "gpu"]),       # HTCondor's TARGET scope
-        ("MY.MaxRAM > 10000", ["long", "gpu"]),
-        ('member("gpu", Tag) || Queue == "short"', ["short", "gpu"]),
-        ("walltimelimit < 10000", ["short"]),                    # ClassAd names ignore case
-        ('Site == "jim.test.site"', ["short", "long", "gpu"]),   # ClassAd == ignores string case
-        ('Site =?= "jim.test.site"', []),                        # =?= does not
-        ("WholeNode", ["gpu"]),
-        ("GPU >= 1", ["gpu"]),
-        ("WallTimeLimit >= 1000000", []),
-    ])
+    @pytest.mark.parametrize(
+        "expr, expected",
+        [
+            ('WallTimeLimit >= 7200 && member("cvmfs", Tag)', ["long", "gpu"]),
+            ("TARGET.WallTimeLimit >= 7200", ["long", "gpu"]),  # HTCondor's TARGET scope
+            ("MY.MaxRAM > 10000", ["long", "gpu"]),
+            ('member("gpu", Tag) || Queue == "short"', ["short", "gpu"]),
+            ("walltimelimit < 10000", ["short"]),  # ClassAd names ignore case
+            ('Site == "jim.test.site"', ["short", "long", "gpu"]),  # ClassAd == ignores string case
+            ('Site =?= "jim.test.site"', []),  # =?= does not
+            ("WholeNode", ["gpu"]),
+            ("GPU >= 1", ["gpu"]),
+            ("WallTimeLimit >= 1000000", []),
+        ],
+    )
     def test_expressions(self, tree, expr, expected):
         assert names(eligible(expr, tree)) == expected
 
-    @pytest.mark.parametrize("expr", [
-        "NoSuchParam > 0",        # undefined
-        "GPU",                    # 2 on gpu: a number, not true
-        "1",
-        '"yes"',
-        "undefined",
-        "error",
-        "WallTimeLimit / 0 > 1",  # error
-    ])
+    @pytest.mark.parametrize(
+        "expr",
+        [
+            "NoSuchParam > 0",  # undefined
+            "GPU",  # 2 on gpu: a number, not true
+            "1",
+            '"yes"',
+            "undefined",
+            "error",
+            "WallTimeLimit / 0 > 1",  # error
+        ],
+    )
     def test_only_exactly_true_matches(self, tree, expr):
         assert eligible(expr, tree) == ()
 
@@ -386,8 +434,7 @@ class TestClassAd:
     def test_record_is_read_as_a_mapping(self, tree):
         record = '[ Tag = {"bigmem", "gpu"}; MaxRAM = 8000; Site = "JIM.TEST.site"; N = 2 * 3 ]'
         normal = JobRequirements.of(record)
-        assert normal == JobRequirements.of({"Tag": ["gpu", "bigmem"], "MaxRAM": 8000,
-                                             "Site": "JIM.TEST.site", "N": 6})
+        assert normal == JobRequirements.of({"Tag": ["gpu", "bigmem"], "MaxRAM": 8000, "Site": "JIM.TEST.site", "N": 6})
         assert names(eligible(dict(Tag=["bigmem", "gpu"], MaxRAM=8000), tree)) == ["long", "gpu"]
 
     def test_record_with_undefined_value(self):
@@ -462,34 +509,71 @@ class TestSelection:
 
 
 class TestNoEligibleQueue:
-    @pytest.mark.parametrize("reqs, message, unmet", [
-        ({"WallTimeLimit": 200000}, "no queue satisfies WallTimeLimit >= 200000 (largest: long with 172800)",
-         "WallTimeLimit >= 200000"),
-        ({"walltimelimit": "200000"}, "no queue satisfies walltimelimit >= 200000 (largest: long with 172800)",
-         "walltimelimit >= 200000"),
-        ({"GPU": 1, "WallTimeLimit": 10**9}, "no queue satisfies WallTimeLimit >= 1000000000 "
-         "(largest: long with 172800)", "WallTimeLimit >= 1000000000"),
-        ({"Tag": "cvmfs", "Memory": 4000}, "no queue has parameter Memory", "Memory"),
-        ({"Tag": ["avx512", "fpga"]}, 'no queue satisfies Tag in ["avx512", "fpga"] '
-         '(available: "cvmfs", "bigmem", "gpu")', 'Tag in ["avx512", "fpga"]'),
-        ({"Tag": "fpga"}, 'no queue satisfies "fpga" in Tag (available: "cvmfs", "bigmem", "gpu")', '"fpga" in Tag'),
-        ({"Site": "OTHER"}, 'no queue satisfies Site == "OTHER" (available: "JIM.TEST.site")', 'Site == "OTHER"'),
-        ({"Site": 3}, "no queue satisfies Site >= 3 (Site is not a number on any queue)", "Site >= 3"),
-        ({"Tag": "gpu", "MaxRAM": 100000}, "no queue satisfies MaxRAM >= 100000 (largest: gpu with 65536)",
-         "MaxRAM >= 100000"),
-        ({"Tag": "bigmem", "GPU": 1}, 'no single queue satisfies all requirements (closest: long, unmet: GPU >= 1)',
-         "GPU >= 1"),
-        ('WallTimeLimit >= 200000 && member("cvmfs", Tag)',
-         "no queue satisfies WallTimeLimit >= 200000 (largest: long with 172800)", "WallTimeLimit >= 200000"),
-        ("TARGET.WallTimeLimit < 100", "no queue satisfies TARGET.WallTimeLimit < 100 (smallest: short with 3600)",
-         "TARGET.WallTimeLimit < 100"),
-        ('member("cvmfs", Tag) && (Scratch > 10 && WallTimeLimit > 1)',
-         "no queue has parameter Scratch (needed by Scratch > 10)", "Scratch"),
-        ('Site == "x"', 'no queue satisfies Site == "x" (available: "JIM.TEST.site")', 'Site == "x"'),
-        ('Queue == "short" && GPU > 0', "no single queue satisfies all requirements "
-         '(closest: short, unmet: GPU > 0)', "GPU > 0"),
-        ('Queue == "short" || GPU > 5', 'no queue satisfies Queue == "short" || GPU > 5', None),
-    ])
+    @pytest.mark.parametrize(
+        "reqs, message, unmet",
+        [
+            (
+                {"WallTimeLimit": 200000},
+                "no queue satisfies WallTimeLimit >= 200000 (largest: long with 172800)",
+                "WallTimeLimit >= 200000",
+            ),
+            (
+                {"walltimelimit": "200000"},
+                "no queue satisfies walltimelimit >= 200000 (largest: long with 172800)",
+                "walltimelimit >= 200000",
+            ),
+            (
+                {"GPU": 1, "WallTimeLimit": 10**9},
+                "no queue satisfies WallTimeLimit >= 1000000000 (largest: long with 172800)",
+                "WallTimeLimit >= 1000000000",
+            ),
+            ({"Tag": "cvmfs", "Memory": 4000}, "no queue has parameter Memory", "Memory"),
+            (
+                {"Tag": ["avx512", "fpga"]},
+                'no queue satisfies Tag in ["avx512", "fpga"] (available: "cvmfs", "bigmem", "gpu")',
+                'Tag in ["avx512", "fpga"]',
+            ),
+            (
+                {"Tag": "fpga"},
+                'no queue satisfies "fpga" in Tag (available: "cvmfs", "bigmem", "gpu")',
+                '"fpga" in Tag',
+            ),
+            ({"Site": "OTHER"}, 'no queue satisfies Site == "OTHER" (available: "JIM.TEST.site")', 'Site == "OTHER"'),
+            ({"Site": 3}, "no queue satisfies Site >= 3 (Site is not a number on any queue)", "Site >= 3"),
+            (
+                {"Tag": "gpu", "MaxRAM": 100000},
+                "no queue satisfies MaxRAM >= 100000 (largest: gpu with 65536)",
+                "MaxRAM >= 100000",
+            ),
+            (
+                {"Tag": "bigmem", "GPU": 1},
+                "no single queue satisfies all requirements (closest: long, unmet: GPU >= 1)",
+                "GPU >= 1",
+            ),
+            (
+                'WallTimeLimit >= 200000 && member("cvmfs", Tag)',
+                "no queue satisfies WallTimeLimit >= 200000 (largest: long with 172800)",
+                "WallTimeLimit >= 200000",
+            ),
+            (
+                "TARGET.WallTimeLimit < 100",
+                "no queue satisfies TARGET.WallTimeLimit < 100 (smallest: short with 3600)",
+                "TARGET.WallTimeLimit < 100",
+            ),
+            (
+                'member("cvmfs", Tag) && (Scratch > 10 && WallTimeLimit > 1)',
+                "no queue has parameter Scratch (needed by Scratch > 10)",
+                "Scratch",
+            ),
+            ('Site == "x"', 'no queue satisfies Site == "x" (available: "JIM.TEST.site")', 'Site == "x"'),
+            (
+                'Queue == "short" && GPU > 0',
+                "no single queue satisfies all requirements (closest: short, unmet: GPU > 0)",
+                "GPU > 0",
+            ),
+            ('Queue == "short" || GPU > 5', 'no queue satisfies Queue == "short" || GPU > 5', None),
+        ],
+    )
     def test_message_names_the_unmet_requirement(self, tree, reqs, message, unmet):
         queries = [lambda: select(reqs, tree)]
         if reqs != {"Site": 3}:  # as a string, "3" is no capacity: Site == "3"
@@ -513,8 +597,10 @@ class TestNoEligibleQueue:
 
     def test_many_values_are_abbreviated(self):
         queues = "\n".join(f'[resources.ce.c.queue.q{i}]\nOS = "os{i}"' for i in range(10))
-        for query in (lambda: select({"OS": "linux"}, resources(queues)),
-                      lambda: choose(tomllib.loads(queues)["resources"], "OS=linux")):
+        for query in (
+            lambda: select({"OS": "linux"}, resources(queues)),
+            lambda: choose(tomllib.loads(queues)["resources"], "OS=linux"),
+        ):
             with pytest.raises(NoEligibleQueue) as info:
                 query()
             assert str(info.value).endswith('"os4", "os5", ... (4 more))')
@@ -552,39 +638,44 @@ class TestKeys:
         assert JobRequirements.of(a) == JobRequirements.of(b)
         # the description's form: the key of the cache file
         stated_a = requirements_of_description(["WallTimeLimit=7200", "Tag=cvmfs,bigmem", "Site=JIM.TEST.site"])
-        stated_b = requirements_of_description([["Site", "JIM.TEST.site"], ["tag", "bigmem", "cvmfs", "cvmfs"],
-                                                "WALLTIMELIMIT=7200"])
+        stated_b = requirements_of_description(
+            [["Site", "JIM.TEST.site"], ["tag", "bigmem", "cvmfs", "cvmfs"], "WALLTIMELIMIT=7200"]
+        )
         assert stated_a.key == stated_b.key
 
-    @pytest.mark.parametrize("a, b", [
-        ({"WallTimeLimit": 7200}, {"WallTimeLimit": 7201}),
-        ({"WallTimeLimit": 7200}, {"WallTimeLimit": "7200"}),
-        ({"Tag": "a"}, {"Tag": ["a", "b"]}),
-        ({"Site": "a"}, {"Site": "A"}),
-        ({}, {"X": True}),
-        ("WallTimeLimit > 1", "WallTimeLimit >= 1"),
-    ])
+    @pytest.mark.parametrize(
+        "a, b",
+        [
+            ({"WallTimeLimit": 7200}, {"WallTimeLimit": 7201}),
+            ({"WallTimeLimit": 7200}, {"WallTimeLimit": "7200"}),
+            ({"Tag": "a"}, {"Tag": ["a", "b"]}),
+            ({"Site": "a"}, {"Site": "A"}),
+            ({}, {"X": True}),
+            ("WallTimeLimit > 1", "WallTimeLimit >= 1"),
+        ],
+    )
     def test_different_requirements_have_different_keys(self, a, b):
         assert key(a) != key(b)
         assert JobRequirements.of(a) != JobRequirements.of(b)
 
     def test_expression_key_ignores_layout(self):
-        assert key("WallTimeLimit>=7200&&member( \"x\",Tag )") == \
-            key('WallTimeLimit >= 7200 && member("x", Tag)')
+        assert key('WallTimeLimit>=7200&&member( "x",Tag )') == key('WallTimeLimit >= 7200 && member("x", Tag)')
 
     def test_key_is_stable_across_processes(self, tree, tmp_path):
         reqs = {"Tag": ["b", "a"], "WallTimeLimit": 7200}
         values = ["Tag=gpu,bigmem", "WallTimeLimit=7200"]
-        code = ("import json, tomllib\n"
-                "from jim.requirements import QueueCache, choose_queue, parse_resources, requirements_of_description\n"
-                "from jim.requirements.matching import JobRequirements\n"
-                "from jim.requirements.resources import digest\n"
-                f"site = tomllib.load(open({str(DATA / 'site.toml')!r}, 'rb'))['resources']\n"
-                f"print(digest(JobRequirements.of({reqs!r}).canonical()))\n"
-                f"stated = requirements_of_description({values!r})\n"
-                f"choose_queue(site, stated, cache=QueueCache({str(tmp_path / 'child')!r}))\n"
-                f"print(stated.key, *json.load(open({str(tmp_path / 'child' / QueueCache.FILE)!r}))['entries'])\n"
-                "print(parse_resources(site).fingerprint)\n")
+        code = (
+            "import json, tomllib\n"
+            "from jim.requirements import QueueCache, choose_queue, parse_resources, requirements_of_description\n"
+            "from jim.requirements.matching import JobRequirements\n"
+            "from jim.requirements.resources import digest\n"
+            f"site = tomllib.load(open({str(DATA / 'site.toml')!r}, 'rb'))['resources']\n"
+            f"print(digest(JobRequirements.of({reqs!r}).canonical()))\n"
+            f"stated = requirements_of_description({values!r})\n"
+            f"choose_queue(site, stated, cache=QueueCache({str(tmp_path / 'child')!r}))\n"
+            f"print(stated.key, *json.load(open({str(tmp_path / 'child' / QueueCache.FILE)!r}))['entries'])\n"
+            "print(parse_resources(site).fingerprint)\n"
+        )
         env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(Path(__file__).parent.parent))
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         choose(SITE, *values, cache=QueueCache(tmp_path / "parent"))
@@ -595,13 +686,16 @@ class TestKeys:
         # The cache persists keys: changing the normal form must be deliberate
         # (bump KEY_VERSION and update these values).
         # sha256 of {"expr":null,"params":[["tag",["a","b"]],["walltimelimit",7200]],"v":1}
-        assert key({"WallTimeLimit": 7200, "Tag": ["b", "a"]}) == \
-            "bad9a6e23a26ca5ee2396206fa817f0a2868079fc39834e041afb4144e61a33e"
+        assert (
+            key({"WallTimeLimit": 7200, "Tag": ["b", "a"]})
+            == "bad9a6e23a26ca5ee2396206fa817f0a2868079fc39834e041afb4144e61a33e"
+        )
         assert tree.fingerprint == SITE_FINGERPRINT
         assert requirements_of_description(["Tag=gpu,bigmem", "WallTimeLimit=7200"]).key == STATED_KEY
         choose(SITE, "Tag=gpu,bigmem", "WallTimeLimit=7200", cache=QueueCache(tmp_path))
-        assert cache_entries(tmp_path) == {FILE_KEY: {"queues": ["localhost/long", "gpuce/gpu"],
-                                                      "at": cache_entries(tmp_path)[FILE_KEY]["at"]}}
+        assert cache_entries(tmp_path) == {
+            FILE_KEY: {"queues": ["localhost/long", "gpuce/gpu"], "at": cache_entries(tmp_path)[FILE_KEY]["at"]}
+        }
 
     def test_tree_key_differs_from_plain_key(self, tmp_path):
         choose(SITE, cache=QueueCache(tmp_path))
@@ -612,17 +706,21 @@ class TestKeys:
         assert [choose(SITE, r, cache=cache).cached for r in ("Tag=gpu", "tag=gpu")] == [False, True]
         assert len(cache_entries(tmp_path / "case")) == 1
 
-    @given(st.permutations(["WallTimeLimit", "Tag", "MaxRAM", "Site"]),
-           st.permutations(["cvmfs", "bigmem", "gpu"]),
-           st.lists(st.sampled_from(["lower", "upper", "same"]), min_size=4, max_size=4))
+    @given(
+        st.permutations(["WallTimeLimit", "Tag", "MaxRAM", "Site"]),
+        st.permutations(["cvmfs", "bigmem", "gpu"]),
+        st.lists(st.sampled_from(["lower", "upper", "same"]), min_size=4, max_size=4),
+    )
     @settings(max_examples=100, deadline=None)
     def test_permutation_and_case_invariance(self, order, tags, cases):
         base = {"WallTimeLimit": 3600, "Tag": ["cvmfs", "bigmem", "gpu"], "MaxRAM": 4096, "Site": "JIM.TEST.site"}
         spell = {"lower": str.lower, "upper": str.upper, "same": str}
         shuffled = {spell[c](k): (tags if k == "Tag" else base[k]) for k, c in zip(order, cases, strict=True)}
         assert key(shuffled) == key(base)
-        assert requirements_of_description(as_description(shuffled)).key == \
-            requirements_of_description(as_description(base)).key
+        assert (
+            requirements_of_description(as_description(shuffled)).key
+            == requirements_of_description(as_description(base)).key
+        )
         t = parse_resources(load_site()["resources"])
         assert eligible(shuffled, t) == eligible(base, t)
 
@@ -676,12 +774,17 @@ class TestQueueCache:
         assert (cache.hits, cache.misses) == (1, 6)
 
 
-@given(st.dictionaries(
-    st.sampled_from(["WallTimeLimit", "MaxRAM", "GPU", "Tag", "Site", "Queue", "WholeNode"]),
-    st.one_of(st.integers(min_value=0, max_value=200000),
-              st.sampled_from(["cvmfs", "gpu", "short", "JIM.TEST.site", "true"]),
-              st.lists(st.sampled_from(["cvmfs", "bigmem", "gpu", "long"]), min_size=1, max_size=3)),
-    max_size=4))
+@given(
+    st.dictionaries(
+        st.sampled_from(["WallTimeLimit", "MaxRAM", "GPU", "Tag", "Site", "Queue", "WholeNode"]),
+        st.one_of(
+            st.integers(min_value=0, max_value=200000),
+            st.sampled_from(["cvmfs", "gpu", "short", "JIM.TEST.site", "true"]),
+            st.lists(st.sampled_from(["cvmfs", "bigmem", "gpu", "long"]), min_size=1, max_size=3),
+        ),
+        max_size=4,
+    )
+)
 @settings(max_examples=200, deadline=None)
 def test_select_is_eligible_and_errors_are_one_line(reqs):
     t = parse_resources(load_site()["resources"])

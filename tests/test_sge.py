@@ -37,13 +37,16 @@ def sge():
 @pytest.fixture
 def gjim(jim_env, sge):
     jim_env.env.update({k: sge[k] for k in sge_service_env()})
-    jim_env.config.write_text(FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 120.0") + f"""
+    jim_env.config.write_text(
+        FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 120.0")
+        + f"""
 [batch]
 adapter = "sge"
 cache_interval = 1.0
 python = "{sys.executable}"
 command_timeout = 20
-""")
+"""
+    )
     yield jim_env
     # leave nothing of this test in the queue
     for job in jim_env.job_ids():
@@ -53,12 +56,14 @@ command_timeout = 20
 def qstat_rows(env, user: str = "*") -> list[list[str]]:
     """[job id, state, task, name] per task in qstat (the name from qstat -xml: the text one truncates it)."""
     from lxml import etree
+
     p = subprocess.run(["qstat", "-u", user, "-xml", "-g", "d"], env=env, capture_output=True, timeout=30)
     assert p.returncode == 0, p.stderr
     rows = []
     for jl in etree.fromstring(p.stdout).iter("job_list"):
-        rows.append([jl.findtext("JB_job_number"), jl.findtext("state"), jl.findtext("tasks") or "",
-                     jl.findtext("JB_name")])
+        rows.append(
+            [jl.findtext("JB_job_number"), jl.findtext("state"), jl.findtext("tasks") or "", jl.findtext("JB_name")]
+        )
     return rows
 
 
@@ -96,8 +101,10 @@ def _wait_running(jim, job, n, timeout=60):
 def test_montecarlo_grid_job_to_done(gjim, sge):
     """A Monte Carlo grid job (the demo's driver) split into 8 local jobs of one array job, to DONE."""
     driver = REPO / "examples" / "mc_driver.py"
-    job = gjim.submit(f"&(executable={sys.executable})(arguments={driver} --seconds-per-event 0.002)"
-                      "(jimtype=montecarlo)(events=2000)(eventsperjob=250)(outputs=*.dat)(jobname=sge-mc)")
+    job = gjim.submit(
+        f"&(executable={sys.executable})(arguments={driver} --seconds-per-event 0.002)"
+        "(jimtype=montecarlo)(events=2000)(eventsperjob=250)(outputs=*.dat)(jobname=sge-mc)"
+    )
     out = gjim.wait(job, timeout=180)
     assert out["JOB_STATE"] == "DONE" and out["EXIT_CODE"] == "0", gjim.run("status", job).stdout
     st = gjim.status(job)
@@ -109,8 +116,11 @@ def test_montecarlo_grid_job_to_done(gjim, sge):
     ranges = sorted((int(lj["slice"]["firstEvent"]), int(lj["slice"]["lastEvent"])) for lj in st["localJobs"])
     assert ranges[0] == (1, 250) and ranges[-1] == (1751, 2000)
     # the driver's progress went through jim: every phase complete in every local job
-    assert all({p["name"] for p in lj["progress"]} >= {"generation", "d0gstar", "reconstruction"}
-               and all(p["done"] == p["total"] for p in lj["progress"]) for lj in st["localJobs"])
+    assert all(
+        {p["name"] for p in lj["progress"]} >= {"generation", "d0gstar", "reconstruction"}
+        and all(p["done"] == p["total"] for p in lj["progress"])
+        for lj in st["localJobs"]
+    )
     with tarfile.open(st["outputTar"]) as t:
         names = t.getnames()
     assert sum(n.split("/")[-1].startswith("stdout.") for n in names) == 8
@@ -156,7 +166,7 @@ def test_exit_100_and_99_reach_the_grid_without_eqw_or_requeue(gjim, sge):
 
 
 def test_cancel_mid_run_leaves_nothing_in_qstat(gjim, sge):
-    job = gjim.submit('&(executable=/bin/sleep)(arguments=600)(count=40)')
+    job = gjim.submit("&(executable=/bin/sleep)(arguments=600)(count=40)")
     _wait_running(gjim, job, 10)
     t = time.monotonic()
     out = gjim.protocol("cancel", "--job-id", job)
@@ -174,7 +184,7 @@ def test_cancel_mid_run_leaves_nothing_in_qstat(gjim, sge):
 
 
 def test_gram_maxwalltime_is_every_local_jobs_h_rt(gjim, sge):
-    job = gjim.submit('&(executable=/bin/sleep)(arguments=600)(count=2)(maxwalltime=7)')
+    job = gjim.submit("&(executable=/bin/sleep)(arguments=600)(count=2)(maxwalltime=7)")
     st = _wait_running(gjim, job, 1)
     try:
         sge_job = next(lj["batchId"] for lj in gjim.status(job)["localJobs"] if lj["batchId"]).split(".")[0]
@@ -208,22 +218,29 @@ def test_jobs_that_left_qstat_end_with_right_exit_codes(gjim, sge):
     assert out["JOB_STATE"] == "FAILED" and out["EXIT_CODE"] == "2"
     st = gjim.status(job)
     assert [(lj["exitCode"], lj["evidence"]) for lj in st["localJobs"]] == [
-        (0, "accounting"), (2, "accounting"), (4, "accounting")]
+        (0, "accounting"),
+        (2, "accounting"),
+        (4, "accounting"),
+    ]
 
 
 def test_held_jobs_are_suspended_then_cancelled_with_a_reason(gjim, sge):
-    gjim.config.write_text(gjim.config.read_text().replace('command_timeout = 20',
-                                                           'command_timeout = 20\nqsub_options = ["-h"]')
-                           .replace("[monitor]\n", "[monitor]\nheld_timeout = 4.0\n"))
-    job = gjim.submit('&(executable=/bin/true)(count=3)')
+    gjim.config.write_text(
+        gjim.config.read_text()
+        .replace("command_timeout = 20", 'command_timeout = 20\nqsub_options = ["-h"]')
+        .replace("[monitor]\n", "[monitor]\nheld_timeout = 4.0\n")
+    )
+    job = gjim.submit("&(executable=/bin/true)(count=3)")
     out = gjim.wait(job, states=("SUSPENDED",), timeout=60)
     assert out["JOB_STATE"] == "SUSPENDED"
     assert {lj["state"] for lj in gjim.status(job)["localJobs"]} == {"HELD"}
     out = gjim.wait(job, timeout=120)  # the monitor looks at an unchanged grid job once a minute
     assert out["JOB_STATE"] == "FAILED"
     st = gjim.status(job)
-    assert all(lj["state"] == "CANCELLED" and "held for more than 4 s" in lj["reason"]
-               and "hqw" in lj["reason"] for lj in st["localJobs"])
+    assert all(
+        lj["state"] == "CANCELLED" and "held for more than 4 s" in lj["reason"] and "hqw" in lj["reason"]
+        for lj in st["localJobs"]
+    )
     assert not of_grid_job(qstat_rows(sge), job)
 
 

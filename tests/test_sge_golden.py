@@ -50,9 +50,15 @@ def job(role: str) -> str:
 
 @pytest.fixture
 def adapter(tmp_path):
-    return SgeAdapter(Home(tmp_path).ensure(), {"queue": "all.q", "project": "d0mc",
-                                                 "qsub_options": ["-l", "mem_free=1G", "-p", "-10"],
-                                                 "python": "/usr/bin/python3"})
+    return SgeAdapter(
+        Home(tmp_path).ensure(),
+        {
+            "queue": "all.q",
+            "project": "d0mc",
+            "qsub_options": ["-l", "mem_free=1G", "-p", "-10"],
+            "python": "/usr/bin/python3",
+        },
+    )
 
 
 class Recorded:
@@ -74,16 +80,24 @@ def replay(monkeypatch):
         fake = Recorded(answers)
         monkeypatch.setattr("jim.adapters.base.subprocess.run", fake)
         return fake
+
     return install
 
 
 # -- rendering ---------------------------------------------------------------------
 
+
 def _chunk(indices, **kw) -> SubmitChunk:
     job_dir = Path("/var/lib/jim/user/jobs/20261122-070000-abcdef01")
-    return SubmitChunk("20261122-070000-abcdef01", [LocalJobSpec(k, f"x.{k}") for k in indices],
-                       job_dir=job_dir, wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
-                       outroot=job_dir / "local", **kw)
+    return SubmitChunk(
+        "20261122-070000-abcdef01",
+        [LocalJobSpec(k, f"x.{k}") for k in indices],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        **kw,
+    )
 
 
 def test_rendered_script_and_qsub_argv(adapter):
@@ -96,9 +110,9 @@ def test_rendered_script_and_qsub_argv(adapter):
     golden("sge-qsub-argv.json", json.dumps(argv, indent=1) + "\n")
     assert argv[:5] == ["qsub", "-terse", "-t", "1-3", "-N"] and argv[5] == tag_name(chunk.grid_id, 3)
     assert argv[6:8] == ["-C", ""]  # no "#$" option lines read from the script
-    assert argv[argv.index("-q"):argv.index("-q") + 2] == ["-q", "long"]  # the chunk's queue wins
-    assert argv[argv.index("-P"):argv.index("-P") + 2] == ["-P", "d0mc"]
-    assert "h_rt=7200" in argv and argv[argv.index("-r"):argv.index("-r") + 2] == ["-r", "n"]
+    assert argv[argv.index("-q") : argv.index("-q") + 2] == ["-q", "long"]  # the chunk's queue wins
+    assert argv[argv.index("-P") : argv.index("-P") + 2] == ["-P", "d0mc"]
+    assert "h_rt=7200" in argv and argv[argv.index("-r") : argv.index("-r") + 2] == ["-r", "n"]
     assert argv[argv.index("-o") + 1].endswith("/batch/sge-$JOB_ID.$TASK_ID.out")
     assert argv[-5:] == ["-l", "mem_free=1G", "-p", "-10", "/x/sge-3.sh"]
 
@@ -128,8 +142,16 @@ def test_output_paths_with_a_colon_or_comma(tmp_path):
 
 
 def test_script_quotes_hostile_paths(adapter):
-    text = adapter.render("sge.sh", grid_id="g", offset=0, index_offset=-1, python="python3",
-                          wrapper="/tmp/a b/$(rm -rf x)/w.py", sandbox="/tmp/'q'", outroot="/o;ls\n#$ -q evil")
+    text = adapter.render(
+        "sge.sh",
+        grid_id="g",
+        offset=0,
+        index_offset=-1,
+        python="python3",
+        wrapper="/tmp/a b/$(rm -rf x)/w.py",
+        sandbox="/tmp/'q'",
+        outroot="/o;ls\n#$ -q evil",
+    )
     assert "'/tmp/a b/$(rm -rf x)/w.py'" in text
     assert "'/tmp/'\"'\"'q'\"'\"''" in text
     # a value with a newline stays inside its quotes; and qsub is told not to read "#$" lines anyway
@@ -188,6 +210,7 @@ def test_grid_ids_that_cannot_name_a_job(tmp_path):
 
 # -- qstat -------------------------------------------------------------------------
 
+
 def test_parse_qstat_recorded_mix():
     st = parse_qstat(recorded("qstat-mix"))
     mix, held, susp, special, badout = job("mix"), job("held"), job("suspended"), job("special"), job("badout")
@@ -242,28 +265,64 @@ def test_find_by_tag_sees_a_task_in_a_state_jim_cannot_map(adapter, replay, tmp_
     xml = recorded("qstat-mix").replace("<state>hqw</state>", "<state>Xyz</state>", 1)
     (tmp_path / "qstat.xml").write_text(xml)
     real_run = subprocess.run
-    monkeypatch.setattr("jim.adapters.base.subprocess.run",
-                        lambda argv, **kw: real_run(["cat", str(tmp_path / "qstat.xml")], **kw))
+    monkeypatch.setattr(
+        "jim.adapters.base.subprocess.run", lambda argv, **kw: real_run(["cat", str(tmp_path / "qstat.xml")], **kw)
+    )
     assert adapter.find_by_tag(G2, [f"{G2}.0"]) == {f"{G2}.0": f"{job('held')}.1"}
 
 
 def test_every_state_in_recordings_is_mapped():
     import re
+
     for path in DATA.glob("qstat-*.out"):
         for state in re.findall(r"<state>([^<]*)</state>", path.read_text()):
             assert state in STATE_MAP, (path.name, state)
 
 
 def test_state_map_covers_sge_status_5():
-    documented = ["qw", "Rq", "hqw", "hRwq", "r", "hr", "t", "Rr", "Rt", "s", "ts", "S", "tS", "T", "tT", "Rs", "Rts",
-                  "RS", "RtS", "RT", "RtT", "Eqw", "Ehqw", "EhRqw", "dr", "dt", "dRr", "dRt", "ds", "dS", "dT", "dRs",
-                  "dRS", "dRT"]
+    documented = [
+        "qw",
+        "Rq",
+        "hqw",
+        "hRwq",
+        "r",
+        "hr",
+        "t",
+        "Rr",
+        "Rt",
+        "s",
+        "ts",
+        "S",
+        "tS",
+        "T",
+        "tT",
+        "Rs",
+        "Rts",
+        "RS",
+        "RtS",
+        "RT",
+        "RtT",
+        "Eqw",
+        "Ehqw",
+        "EhRqw",
+        "dr",
+        "dt",
+        "dRr",
+        "dRt",
+        "ds",
+        "dS",
+        "dT",
+        "dRs",
+        "dRS",
+        "dRT",
+    ]
     assert set(documented) <= set(STATE_MAP)
     assert all(STATE_MAP[s] is LocalState.CANCELLED for s in STATE_MAP if s.startswith("d"))
     assert all(STATE_MAP[s] is LocalState.HELD for s in STATE_MAP if s[0] in "Eh" and s.endswith(("qw", "wq")))
 
 
 # -- qacct -------------------------------------------------------------------------
+
 
 def test_parse_qacct_recorded_mix():
     mix = job("mix")
@@ -278,9 +337,19 @@ def test_parse_qacct_recorded_mix():
     assert all(acct[f"{mix}.{t}"].state is LocalState.DONE for t in (4, 5, 6, 7, 8, 10))
     assert acct[f"{mix}.1"].submitted is not None and acct[f"{mix}.1"].host == "vm"
     import time
-    assert abs(acct[f"{mix}.1"].submitted - time.mktime(time.strptime(
-        [ln for ln in recorded("qacct-mix").splitlines() if ln.startswith("qsub_time")][0][13:].strip(),
-        "%a %b %d %H:%M:%S %Y"))) < 1
+
+    assert (
+        abs(
+            acct[f"{mix}.1"].submitted
+            - time.mktime(
+                time.strptime(
+                    [ln for ln in recorded("qacct-mix").splitlines() if ln.startswith("qsub_time")][0][13:].strip(),
+                    "%a %b %d %H:%M:%S %Y",
+                )
+            )
+        )
+        < 1
+    )
 
 
 def test_parse_qacct_special_exit_codes():
@@ -311,14 +380,13 @@ def test_parse_qacct_failures_before_the_job_and_others():
 
 # -- errors ------------------------------------------------------------------------
 
+
 def test_transient_errors_classified(adapter):
     for name in ("down-qstat", "down-qsub", "down-qdel"):
         assert adapter.is_transient(recorded(name, "err")), name
     for name in ("qsub-bad-queue", "qsub-array-too-big", "qsub-bad-name", "qsub-bad-project"):
         assert not adapter.is_transient(recorded(name, "err")), name
-    assert adapter.is_transient(
-        "Unable to run job: job rejected: only 100 jobs are allowed per user (current: 100)"
-    )
+    assert adapter.is_transient("Unable to run job: job rejected: only 100 jobs are allowed per user (current: 100)")
 
 
 def test_query_with_qmaster_down_is_a_failed_query(adapter, replay):
@@ -416,8 +484,13 @@ def test_find_by_tag_asks_qstat_then_qacct_by_name(adapter, replay):
     assert len(fake.calls) == 1  # all in qstat: no qacct
     fake = replay(qstat="qstat-empty", qacct="qacct-by-name")  # gone from qstat: by name in the accounting
     found = adapter.find_by_tag(G3, [f"{G3}.0", f"{G3}.1", f"{G3}.10", f"{G3}.30", f"{G3}.31", f"{G3}.29"])
-    assert found == {f"{G3}.0": f"{special}.1", f"{G3}.1": f"{special}.2", f"{G3}.10": f"{badout}.1",
-                     f"{G3}.30": f"{susp}.1", f"{G3}.31": f"{susp}.2"}
+    assert found == {
+        f"{G3}.0": f"{special}.1",
+        f"{G3}.1": f"{special}.2",
+        f"{G3}.10": f"{badout}.1",
+        f"{G3}.30": f"{susp}.1",
+        f"{G3}.31": f"{susp}.2",
+    }
     assert fake.calls[1] == ["qacct", "-o", adapter.user, "-j", f"jim.{G3}.*"]
     replay(qstat="qstat-empty", qacct="qacct-by-name-none")
     assert adapter.find_by_tag(G3, [f"{G3}.0"]) == {}

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from support.env import require_service
-from support.services import SLURM_SERVICE, SLURM_STATE, cluster_lock, slurm_env
-from support.jimcli import FAST_CONFIG
 from jim.background import monitor_lock
 from jim.locks import SingleInstance
 from jim.paths import Home
 
+from support.env import require_service
+from support.jimcli import FAST_CONFIG
+from support.services import SLURM_SERVICE, cluster_lock, slurm_env
+
 pytestmark = pytest.mark.slurm
+
 
 @pytest.fixture(scope="module")
 def slurm():
@@ -36,24 +38,27 @@ def slurm():
 @pytest.fixture
 def sjim(jim_env, slurm):
     jim_env.env["SLURM_CONF"] = slurm["SLURM_CONF"]
-    jim_env.config.write_text(FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 120.0") + f"""
+    jim_env.config.write_text(
+        FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 120.0")
+        + f"""
 [batch]
 adapter = "slurm"
 partition = "debug"
 cache_interval = 1.0
 python = "{sys.executable}"
 command_timeout = 20
-""")
+"""
+    )
     yield jim_env
     # leave nothing of this test in the queue
     for job in jim_env.job_ids():
-        subprocess.run(["scancel", "-n", ",".join(_names(slurm, job)) or "none"], env=slurm,
-                       capture_output=True)
+        subprocess.run(["scancel", "-n", ",".join(_names(slurm, job)) or "none"], env=slurm, capture_output=True)
 
 
 def squeue_rows(env, *extra) -> list[list[str]]:
-    p = subprocess.run(["squeue", "-h", "-r", *extra, "-o", "%i|%T|%j"], env=env, capture_output=True,
-                       text=True, timeout=30)
+    p = subprocess.run(
+        ["squeue", "-h", "-r", *extra, "-o", "%i|%T|%j"], env=env, capture_output=True, text=True, timeout=30
+    )
     assert p.returncode == 0, p.stderr
     return [line.split("|") for line in p.stdout.splitlines()]
 
@@ -68,8 +73,12 @@ def sacct_tasks(env, grid_id, expected: int, timeout=30.0) -> list[list[str]]:
     deadline = time.monotonic() + timeout
     rows = []
     while time.monotonic() < deadline:
-        p = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,State,ExitCode,JobName",
-                            "-S", "now-1hour", "-u", "root"], env=env, capture_output=True, text=True)
+        p = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-o", "JobID,State,ExitCode,JobName", "-S", "now-1hour", "-u", "root"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         rows = [line.split("|") for line in p.stdout.splitlines() if f"|jim.{grid_id}." in line]
         if len(rows) >= expected and all(r[1].split()[0] not in ("PENDING", "RUNNING") for r in rows):
             return rows
@@ -110,7 +119,7 @@ def _wait_running(jim, job, n, timeout=60):
 
 
 def test_cancel_mid_run(sjim, slurm):
-    job = sjim.submit('&(executable=/bin/sleep)(arguments=600)(count=40)')
+    job = sjim.submit("&(executable=/bin/sleep)(arguments=600)(count=40)")
     _wait_running(sjim, job, 10)
     out = sjim.protocol("cancel", "--job-id", job)
     assert out["JOB_STATE"] == "FAILED", out
@@ -122,11 +131,10 @@ def test_cancel_mid_run(sjim, slurm):
 
 
 def test_gram_maxwalltime_is_every_local_jobs_time_limit(sjim, slurm):
-    job = sjim.submit('&(executable=/bin/sleep)(arguments=600)(count=3)(maxwalltime=7)')
+    job = sjim.submit("&(executable=/bin/sleep)(arguments=600)(count=3)(maxwalltime=7)")
     _wait_running(sjim, job, 1)
     try:
-        p = subprocess.run(["squeue", "-h", "-r", "-o", "%j|%l"], env=slurm, capture_output=True, text=True,
-                           timeout=30)
+        p = subprocess.run(["squeue", "-h", "-r", "-o", "%j|%l"], env=slurm, capture_output=True, text=True, timeout=30)
         limits = {line.split("|")[1] for line in p.stdout.splitlines() if line.startswith(f"jim.{job}.")}
         assert limits == {"7:00"}, p.stdout
     finally:
@@ -147,8 +155,9 @@ def test_controller_outage_changes_nothing(sjim, slurm):
             slowest = max(slowest, time.monotonic() - t)
             assert out["JOB_STATE"] == "ACTIVE", out
             st = sjim.status(job)
-            assert not any(lj["state"] in ("DONE", "FAILED", "CANCELLED", "LOST") for lj in st["localJobs"]), \
-                st["counts"]
+            assert not any(lj["state"] in ("DONE", "FAILED", "CANCELLED", "LOST") for lj in st["localJobs"]), st[
+                "counts"
+            ]
             time.sleep(2)
         assert slowest < 5.0, f"a poll took {slowest:.1f} s while slurmctld was down"
         assert (Path(sjim.home) / "cache" / "slurm.degraded").exists()
@@ -189,11 +198,14 @@ def test_jobs_that_left_squeue_end_with_right_exit_codes(sjim, slurm):
     assert out["JOB_STATE"] == "FAILED" and out["EXIT_CODE"] == "2"
     st = sjim.status(job)
     assert [(lj["exitCode"], lj["evidence"]) for lj in st["localJobs"]] == [
-        (0, "accounting"), (2, "accounting"), (4, "accounting")]
+        (0, "accounting"),
+        (2, "accounting"),
+        (4, "accounting"),
+    ]
 
 
 def test_interrupted_submit_gives_exactly_one_array(sjim, slurm):
-    job = sjim.submit('&(executable=/bin/true)(count=30)', env={"JIM_FAULT": "worker-after-submit"})
+    job = sjim.submit("&(executable=/bin/true)(count=30)", env={"JIM_FAULT": "worker-after-submit"})
     out = sjim.wait(job, timeout=120)
     assert out["JOB_STATE"] == "DONE"
     tasks = sacct_tasks(slurm, job, 30)
@@ -206,10 +218,12 @@ def test_interrupted_submit_gives_exactly_one_array(sjim, slurm):
 
 
 def test_held_jobs_are_suspended_then_cancelled_with_a_reason(sjim, slurm):
-    sjim.config.write_text(sjim.config.read_text().replace('command_timeout = 20',
-                                                           'command_timeout = 20\nsbatch_options = ["--hold"]')
-                           .replace("[monitor]\n", "[monitor]\nheld_timeout = 4.0\n"))
-    job = sjim.submit('&(executable=/bin/true)(count=3)')
+    sjim.config.write_text(
+        sjim.config.read_text()
+        .replace("command_timeout = 20", 'command_timeout = 20\nsbatch_options = ["--hold"]')
+        .replace("[monitor]\n", "[monitor]\nheld_timeout = 4.0\n")
+    )
+    job = sjim.submit("&(executable=/bin/true)(count=3)")
     out = sjim.wait(job, states=("SUSPENDED",), timeout=60)
     assert out["JOB_STATE"] == "SUSPENDED"
     assert {lj["state"] for lj in sjim.status(job)["localJobs"]} == {"HELD"}

@@ -8,18 +8,25 @@ If a change to the rendering is intended, regenerate the golden file with
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from support.golden import golden
 from jim.adapters.base import LocalJobSpec, SubmitChunk
-from jim.ranges import array_spec
-from jim.adapters.slurm import (STATE_MAP, SlurmAdapter, parse_sacct, parse_squeue, squeue_tasks,
-                                parse_tag_name, tag_name)
+from jim.adapters.slurm import (
+    STATE_MAP,
+    SlurmAdapter,
+    parse_sacct,
+    parse_squeue,
+    parse_tag_name,
+    squeue_tasks,
+    tag_name,
+)
 from jim.paths import Home
+from jim.ranges import array_spec
 from jim.states import Evidence, LocalState
+
+from support.golden import golden
 
 DATA = Path(__file__).parent / "data" / "slurm"
 
@@ -30,22 +37,37 @@ def recorded(name: str) -> str:
 
 def retag(text: str) -> str:
     """The recorded jobs are named jim-rec-<role>; make them look like jim's own arrays."""
-    return text.replace("jim-rec-mix", tag_name("20261122-070000-abcdef01", 100)) \
-               .replace("jim-rec-array", tag_name("20261122-070000-abcdef02", 0))
+    return text.replace("jim-rec-mix", tag_name("20261122-070000-abcdef01", 100)).replace(
+        "jim-rec-array", tag_name("20261122-070000-abcdef02", 0)
+    )
 
 
 @pytest.fixture
 def adapter(tmp_path):
-    return SlurmAdapter(Home(tmp_path).ensure(), {"partition": "debug", "account": "d0",
-                                                   "sbatch_options": ["--mem=100", "--qos=low"],
-                                                   "python": "/usr/bin/python3", "max_array_size": 1001})
+    return SlurmAdapter(
+        Home(tmp_path).ensure(),
+        {
+            "partition": "debug",
+            "account": "d0",
+            "sbatch_options": ["--mem=100", "--qos=low"],
+            "python": "/usr/bin/python3",
+            "max_array_size": 1001,
+        },
+    )
 
 
 def test_rendered_script_and_sbatch_argv(adapter, tmp_path):
     job_dir = Path("/var/lib/jim/user/jobs/20261122-070000-abcdef01")
-    chunk = SubmitChunk("20261122-070000-abcdef01", [LocalJobSpec(k, f"x.{k}") for k in (3, 4, 5, 9)],
-                        job_dir=job_dir, wrapper=job_dir / "wrapper.py", sandbox=job_dir / "sandbox.tar.gz",
-                        outroot=job_dir / "local", queue="long", limits={"wall_seconds": 7200})
+    chunk = SubmitChunk(
+        "20261122-070000-abcdef01",
+        [LocalJobSpec(k, f"x.{k}") for k in (3, 4, 5, 9)],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        queue="long",
+        limits={"wall_seconds": 7200},
+    )
     text = adapter.script(chunk, [3, 4, 5, 9])
     golden("slurm-script.sh", text)
     argv = adapter.submit_argv(chunk, [3, 4, 5, 9], Path("/x/slurm-3.sh"))
@@ -55,14 +77,22 @@ def test_rendered_script_and_sbatch_argv(adapter, tmp_path):
 
 
 def test_script_quotes_hostile_paths(adapter):
-    text = adapter.render("slurm.sh", grid_id="g", offset=0, python="python3",
-                          wrapper="/tmp/a b/$(rm -rf x)/w.py", sandbox="/tmp/'q'", outroot="/o;ls")
+    text = adapter.render(
+        "slurm.sh",
+        grid_id="g",
+        offset=0,
+        python="python3",
+        wrapper="/tmp/a b/$(rm -rf x)/w.py",
+        sandbox="/tmp/'q'",
+        outroot="/o;ls",
+    )
     assert "'/tmp/a b/$(rm -rf x)/w.py'" in text
     assert "'/o;ls'" in text and "'/tmp/'\"'\"'q'\"'\"''" in text
 
 
 def test_sbatch_options_must_be_a_list(tmp_path):
     from jim.errors import ConfigError
+
     with pytest.raises(ConfigError):
         SlurmAdapter(Home(tmp_path), {"sbatch_options": "--mem=100; rm -rf /"})
 
@@ -86,14 +116,33 @@ def test_parse_squeue_recorded_mix():
 
 def test_parse_squeue_states_and_held():
     g = "20261122-070000-abcdef01"
-    lines = "\n".join(f"9_{k}|9|9|{k}|{state}|{reason}|{tag_name(g, 0)}|" for k, (state, reason) in enumerate([
-        ("PENDING", "JobHeldUser"), ("PENDING", "JobHeldAdmin"), ("PENDING", "Resources"), ("RUNNING", "None"),
-        ("SUSPENDED", "None"), ("COMPLETING", "None"), ("TIMEOUT", "TimeLimit"), ("CANCELLED", "None"),
-        ("WEIRD_NEW_STATE", "None")]))
+    lines = "\n".join(
+        f"9_{k}|9|9|{k}|{state}|{reason}|{tag_name(g, 0)}|"
+        for k, (state, reason) in enumerate(
+            [
+                ("PENDING", "JobHeldUser"),
+                ("PENDING", "JobHeldAdmin"),
+                ("PENDING", "Resources"),
+                ("RUNNING", "None"),
+                ("SUSPENDED", "None"),
+                ("COMPLETING", "None"),
+                ("TIMEOUT", "TimeLimit"),
+                ("CANCELLED", "None"),
+                ("WEIRD_NEW_STATE", "None"),
+            ]
+        )
+    )
     st = parse_squeue(lines)
     assert [st[f"9_{k}"].state for k in range(8)] == [
-        LocalState.HELD, LocalState.HELD, LocalState.QUEUED, LocalState.RUNNING, LocalState.SUSPENDED,
-        LocalState.RUNNING, LocalState.FAILED, LocalState.CANCELLED]
+        LocalState.HELD,
+        LocalState.HELD,
+        LocalState.QUEUED,
+        LocalState.RUNNING,
+        LocalState.SUSPENDED,
+        LocalState.RUNNING,
+        LocalState.FAILED,
+        LocalState.CANCELLED,
+    ]
     assert "9_8" not in st  # unknown state: a warning, never a guess
     # ... but it exists: reconciling by tag sees it in any state
     assert ("9_8", f"{g}.8", "WEIRD_NEW_STATE", "None") in squeue_tasks(lines)
@@ -146,11 +195,13 @@ def test_sacct_folded_and_bare_array_records():
     when none of its tasks ever started (an array cancelled while pending)."""
     g = "20261122-070000-abcdef01"
     name = tag_name(g, 10)
-    rows = "\n".join([
-        f"40_[0-2,5%2]|40|CANCELLED by 0|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|{name}|",
-        f"41|41|CANCELLED by 0|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|{name}|",
-        f"42|42|COMPLETED|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|not-jims|",
-    ])
+    rows = "\n".join(
+        [
+            f"40_[0-2,5%2]|40|CANCELLED by 0|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|{name}|",
+            f"41|41|CANCELLED by 0|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|{name}|",
+            "42|42|COMPLETED|0:0|2026-11-22T07:00:00|None|2026-11-22T07:05:00|not-jims|",
+        ]
+    )
     st = parse_sacct(rows, {"41_0", "41_3", "42_0"})
     assert sorted(st) == ["40_0", "40_1", "40_2", "40_5", "41_0", "41_3"]
     assert st["40_5"].state is LocalState.CANCELLED and st["40_5"].tag == f"{g}.15"

@@ -6,8 +6,7 @@ import itertools
 
 import pytest
 
-from jim.states import (GramState, LocalState, aggregate, grid_exit_code, may_transition,
-                        parse_gram_state)
+from jim.states import GramState, LocalState, aggregate, grid_exit_code, may_transition, parse_gram_state
 
 L = LocalState
 G = GramState
@@ -29,12 +28,20 @@ def test_terminal_states_never_go_back(old, new):
         assert allowed
 
 
-@pytest.mark.parametrize("old,new,ok", [
-    (L.PLANNED, L.SUBMITTING, True), (L.SUBMITTING, L.QUEUED, True), (L.QUEUED, L.RUNNING, True),
-    (L.RUNNING, L.QUEUED, True),  # requeued by the batch system
-    (L.HELD, L.QUEUED, True), (L.SUSPENDED, L.RUNNING, True),
-    (L.QUEUED, L.SUBMITTING, False), (L.RUNNING, L.PLANNED, False), (L.QUEUED, L.PLANNED, False),
-])
+@pytest.mark.parametrize(
+    "old,new,ok",
+    [
+        (L.PLANNED, L.SUBMITTING, True),
+        (L.SUBMITTING, L.QUEUED, True),
+        (L.QUEUED, L.RUNNING, True),
+        (L.RUNNING, L.QUEUED, True),  # requeued by the batch system
+        (L.HELD, L.QUEUED, True),
+        (L.SUSPENDED, L.RUNNING, True),
+        (L.QUEUED, L.SUBMITTING, False),
+        (L.RUNNING, L.PLANNED, False),
+        (L.QUEUED, L.PLANNED, False),
+    ],
+)
 def test_non_terminal_transitions(old, new, ok):
     assert may_transition(old, new) is ok
 
@@ -80,22 +87,25 @@ def test_precedence_table_over_every_combination(previous, gathered, cancelled):
         assert g is not G.UNSUBMITTED, ctx
 
 
-@pytest.mark.parametrize("states,previous,gathered,expected", [
-    ([L.PLANNED] * 3, None, False, G.PENDING),
-    ([L.QUEUED, L.SUBMITTING], None, False, G.PENDING),
-    ([L.QUEUED, L.RUNNING], G.PENDING, False, G.ACTIVE),
-    ([L.QUEUED, L.QUEUED], G.ACTIVE, False, G.ACTIVE),       # requeued: ACTIVE never goes back to PENDING
-    ([L.DONE, L.QUEUED], G.PENDING, False, G.ACTIVE),        # work has been done
-    ([L.HELD, L.HELD], G.PENDING, False, G.SUSPENDED),
-    ([L.HELD, L.QUEUED], G.PENDING, False, G.PENDING),
-    ([L.HELD, L.QUEUED], G.SUSPENDED, False, G.ACTIVE),      # SUSPENDED -> PENDING is dropped by GRAM
-    ([L.DONE, L.DONE], G.ACTIVE, False, G.ACTIVE),           # outputs not gathered yet
-    ([L.DONE, L.DONE], G.ACTIVE, True, G.DONE),
-    ([L.DONE, L.FAILED], G.ACTIVE, True, G.FAILED),
-    ([L.DONE, L.LOST], G.ACTIVE, True, G.FAILED),
-    ([L.RUNNING, L.FAILED], G.ACTIVE, False, G.ACTIVE),      # a failure waits for the others
-    ([L.DONE], G.FAILED, True, G.FAILED),                    # terminal is final
-])
+@pytest.mark.parametrize(
+    "states,previous,gathered,expected",
+    [
+        ([L.PLANNED] * 3, None, False, G.PENDING),
+        ([L.QUEUED, L.SUBMITTING], None, False, G.PENDING),
+        ([L.QUEUED, L.RUNNING], G.PENDING, False, G.ACTIVE),
+        ([L.QUEUED, L.QUEUED], G.ACTIVE, False, G.ACTIVE),  # requeued: ACTIVE never goes back to PENDING
+        ([L.DONE, L.QUEUED], G.PENDING, False, G.ACTIVE),  # work has been done
+        ([L.HELD, L.HELD], G.PENDING, False, G.SUSPENDED),
+        ([L.HELD, L.QUEUED], G.PENDING, False, G.PENDING),
+        ([L.HELD, L.QUEUED], G.SUSPENDED, False, G.ACTIVE),  # SUSPENDED -> PENDING is dropped by GRAM
+        ([L.DONE, L.DONE], G.ACTIVE, False, G.ACTIVE),  # outputs not gathered yet
+        ([L.DONE, L.DONE], G.ACTIVE, True, G.DONE),
+        ([L.DONE, L.FAILED], G.ACTIVE, True, G.FAILED),
+        ([L.DONE, L.LOST], G.ACTIVE, True, G.FAILED),
+        ([L.RUNNING, L.FAILED], G.ACTIVE, False, G.ACTIVE),  # a failure waits for the others
+        ([L.DONE], G.FAILED, True, G.FAILED),  # terminal is final
+    ],
+)
 def test_table_rows(states, previous, gathered, expected):
     assert aggregate(states, previous=previous, outputs_gathered=gathered) is expected
 

@@ -6,11 +6,10 @@ import re
 
 from jim.db import Database, new_record
 from jim.jobid import new_job_id
-from jim.status import status_json
-from jim.timestamps import now_iso
 from jim.paths import Home
 from jim.states import Evidence, LocalState
-from jim.status import bar, duration, job_fraction, phase_totals, render_status, safe, sort_key
+from jim.status import bar, duration, job_fraction, phase_totals, render_status, safe, sort_key, status_json
+from jim.timestamps import now_iso
 
 NOW = 1_800_000_000.0
 
@@ -19,15 +18,39 @@ def iso(seconds_ago: float) -> str:
     return now_iso(NOW - seconds_ago)
 
 
-def lj(index, state, *, started=None, ended=None, submitted=None, exit_code=None, progress=(), reason=None,
-       evidence=None, batch_id=None):
-    return {"index": index, "tag": f"x.{index}", "state": state, "batchId": batch_id or f"{1000 + index}:1.0",
-            "queue": None, "submitted": iso(submitted) if submitted is not None else None,
-            "started": iso(started) if started is not None else None,
-            "ended": iso(ended) if ended is not None else None, "exitCode": exit_code, "evidence": evidence,
-            "reason": reason, "host": None, "heartbeat": None, "slice": {},
-            "progress": [{"name": n, "done": d, "total": t} for n, d, t in progress],
-            "MasterJobID": "x", "SplitID": str(index), "HerdState": "Splitted"}
+def lj(
+    index,
+    state,
+    *,
+    started=None,
+    ended=None,
+    submitted=None,
+    exit_code=None,
+    progress=(),
+    reason=None,
+    evidence=None,
+    batch_id=None,
+):
+    return {
+        "index": index,
+        "tag": f"x.{index}",
+        "state": state,
+        "batchId": batch_id or f"{1000 + index}:1.0",
+        "queue": None,
+        "submitted": iso(submitted) if submitted is not None else None,
+        "started": iso(started) if started is not None else None,
+        "ended": iso(ended) if ended is not None else None,
+        "exitCode": exit_code,
+        "evidence": evidence,
+        "reason": reason,
+        "host": None,
+        "heartbeat": None,
+        "slice": {},
+        "progress": [{"name": n, "done": d, "total": t} for n, d, t in progress],
+        "MasterJobID": "x",
+        "SplitID": str(index),
+        "HerdState": "Splitted",
+    }
 
 
 def status(locals_, state="ACTIVE", **extra):
@@ -38,13 +61,28 @@ def status(locals_, state="ACTIVE", **extra):
         for p in j["progress"]:
             done += min(p["done"], p["total"])
             total += p["total"]
-    data = {"id": "20260101-000000-abcdef12", "state": state, "exitCode": None, "jobtype": "montecarlo",
-            "name": "D0 MC request 4711", "owner": "d0mc", "adapter": "fork", "created": iso(600),
-            "updated": iso(5), "cancelRequested": False, "HerdState": "Splitted",
-            "plan": {"localJobs": str(len(locals_)), "binding": "site-recommended-cpu",
-                     "explanation": "1000 events in 4 local jobs"},
-            "counts": counts, "progress": {"done": done, "total": total, "fraction": done / total if total else None},
-            "outputTar": None, "localJobs": locals_}
+    data = {
+        "id": "20260101-000000-abcdef12",
+        "state": state,
+        "exitCode": None,
+        "jobtype": "montecarlo",
+        "name": "D0 MC request 4711",
+        "owner": "d0mc",
+        "adapter": "fork",
+        "created": iso(600),
+        "updated": iso(5),
+        "cancelRequested": False,
+        "HerdState": "Splitted",
+        "plan": {
+            "localJobs": str(len(locals_)),
+            "binding": "site-recommended-cpu",
+            "explanation": "1000 events in 4 local jobs",
+        },
+        "counts": counts,
+        "progress": {"done": done, "total": total, "fraction": done / total if total else None},
+        "outputTar": None,
+        "localJobs": locals_,
+    }
     data.update(extra)
     return data
 
@@ -60,13 +98,35 @@ def test_failed_first_then_slowest():
         # running: 0 is heading for 100 s (50 % after 50 s), 1 for 400 s (25 % after 100 s): 1 is slower
         lj(0, "RUNNING", started=50, progress=[("d0gstar", 125, 250)]),
         lj(1, "RUNNING", started=100, progress=[("d0gstar", 62, 250), ("reco", 0, 0)]),
-        lj(2, "DONE", started=300, ended=200, exit_code=0, evidence="wrapper-exit-file",
-           progress=[("d0gstar", 250, 250)]),
-        lj(3, "FAILED", started=90, ended=10, exit_code=3, evidence="wrapper-exit-file", reason="exit code 3",
-           progress=[("d0gstar", 117, 250)]),
+        lj(
+            2,
+            "DONE",
+            started=300,
+            ended=200,
+            exit_code=0,
+            evidence="wrapper-exit-file",
+            progress=[("d0gstar", 250, 250)],
+        ),
+        lj(
+            3,
+            "FAILED",
+            started=90,
+            ended=10,
+            exit_code=3,
+            evidence="wrapper-exit-file",
+            reason="exit code 3",
+            progress=[("d0gstar", 117, 250)],
+        ),
         lj(4, "QUEUED", submitted=30),
-        lj(5, "DONE", started=300, ended=250, exit_code=0, evidence="wrapper-exit-file",
-           progress=[("d0gstar", 250, 250)]),
+        lj(
+            5,
+            "DONE",
+            started=300,
+            ended=250,
+            exit_code=0,
+            evidence="wrapper-exit-file",
+            progress=[("d0gstar", 250, 250)],
+        ),
         lj(6, "LOST", started=500, ended=100, evidence="absent-after-grace"),
         # running without any progress reported: unknown, so it counts as the slowest running job
         lj(7, "RUNNING", started=20),
@@ -80,8 +140,7 @@ def test_failed_first_then_slowest():
 
 
 def test_slowest_done_first_and_row_limit():
-    locals_ = [lj(k, "DONE", started=1000, ended=1000 - 10 * (k + 1), exit_code=0, evidence="batch")
-               for k in range(30)]
+    locals_ = [lj(k, "DONE", started=1000, ended=1000 - 10 * (k + 1), exit_code=0, evidence="batch") for k in range(30)]
     text = render_status(status(locals_, state="DONE", exitCode=0), rows=5, now=NOW)
     assert table_indices(text) == [29, 28, 27, 26, 25]
     assert "... 25 more local jobs" in text
@@ -90,10 +149,21 @@ def test_slowest_done_first_and_row_limit():
 
 def test_counts_and_progress_bars():
     locals_ = [
-        lj(0, "RUNNING", started=60, progress=[("generation", 250, 250), ("d0gstar", 117, 250),
-                                               ("reconstruction", 0, 250)]),
-        lj(1, "DONE", started=100, ended=50, exit_code=0, evidence="batch",
-           progress=[("generation", 250, 250), ("d0gstar", 250, 250), ("reconstruction", 250, 250)]),
+        lj(
+            0,
+            "RUNNING",
+            started=60,
+            progress=[("generation", 250, 250), ("d0gstar", 117, 250), ("reconstruction", 0, 250)],
+        ),
+        lj(
+            1,
+            "DONE",
+            started=100,
+            ended=50,
+            exit_code=0,
+            evidence="batch",
+            progress=[("generation", 250, 250), ("d0gstar", 250, 250), ("reconstruction", 250, 250)],
+        ),
         lj(2, "QUEUED", submitted=10),
         lj(3, "FAILED", started=100, ended=90, exit_code=1, evidence="batch"),
     ]
@@ -125,8 +195,17 @@ def test_bar_and_duration():
     assert bar(1.0, 10) == "[##########] 100.0%"
     assert bar(1.7, 10) == "[##########] 100.0%" and bar(-1, 10) == "[..........]   0.0%"
     assert bar(None, 10) == "[..........]     ?"
-    assert [duration(s) for s in (None, 0, 59, 99, 100, 3599, 3600, 7322, 90000)] == \
-        ["-", "0s", "59s", "99s", "1m40s", "59m59s", "1h00m", "2h02m", "1d01h"]
+    assert [duration(s) for s in (None, 0, 59, 99, 100, 3599, 3600, 7322, 90000)] == [
+        "-",
+        "0s",
+        "59s",
+        "99s",
+        "1m40s",
+        "59m59s",
+        "1h00m",
+        "2h02m",
+        "1d01h",
+    ]
 
 
 def test_fraction_and_phase_totals_cap_done_at_total():
@@ -140,8 +219,18 @@ def test_fraction_and_phase_totals_cap_done_at_total():
 
 def test_control_characters_cannot_drive_the_terminal():
     evil = "name\x1b[2J\x9b31m\nsecond line\u2028"
-    locals_ = [lj(0, "FAILED", started=10, ended=5, exit_code=1, evidence="batch", reason="bad\x1b]0;title\x07",
-                  progress=[("ph\x1base", 1, 2)])]
+    locals_ = [
+        lj(
+            0,
+            "FAILED",
+            started=10,
+            ended=5,
+            exit_code=1,
+            evidence="batch",
+            reason="bad\x1b]0;title\x07",
+            progress=[("ph\x1base", 1, 2)],
+        )
+    ]
     text = render_status(status(locals_, name=evil), now=NOW)
     assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text and "\u2028" not in text
     assert "name?[2J?31m?second line?" in text
@@ -153,10 +242,19 @@ def test_jim_status_command(jim_env):
     home = Home(jim_env.home)
     db = Database(home.ensure())
     job_id = new_job_id()
-    rec = new_record(job_id, jobtype="montecarlo", name="status <test> & more", owner="u", adapter="fork",
-                     description={"executable": ["/bin/mc"]}, source_format="rsl", source_text="&(executable=/bin/mc)",
-                     plan={"localJobs": 3, "binding": "user-events-per-job"}, explanation="30 events in 3 jobs",
-                     slices=[{"firstEvent": 10 * k + 1, "lastEvent": 10 * k + 10, "events": 10} for k in range(3)])
+    rec = new_record(
+        job_id,
+        jobtype="montecarlo",
+        name="status <test> & more",
+        owner="u",
+        adapter="fork",
+        description={"executable": ["/bin/mc"]},
+        source_format="rsl",
+        source_text="&(executable=/bin/mc)",
+        plan={"localJobs": 3, "binding": "user-events-per-job"},
+        explanation="30 events in 3 jobs",
+        slices=[{"firstEvent": 10 * k + 1, "lastEvent": 10 * k + 10, "events": 10} for k in range(3)],
+    )
     for j in rec.local_jobs():
         j.set_state(LocalState.SUBMITTING)
         j.batch_id = f"{4000 + j.index}:1.0"

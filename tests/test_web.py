@@ -24,27 +24,40 @@ from lxml import etree
 from jim import web
 from jim.db import Database, new_record, validate
 from jim.jobid import new_job_id
-from jim.status import status_json
 from jim.paths import Home
 from jim.states import Evidence, LocalState
+from jim.status import status_json
 
 EVIL_NAME = """<script>alert("name")</script> & 'quotes' "too" </td><img src=x onerror=alert(1)>"""
-EVIL_ARGS = ["<script>alert('arg')</script>", 'a&b "c" \'d\'', "&lt;already&gt; &amp;", "--x=</title><b>"]
+EVIL_ARGS = ["<script>alert('arg')</script>", "a&b \"c\" 'd'", "&lt;already&gt; &amp;", "--x=</title><b>"]
 T0 = 1_790_000_000.0
 
 
-def record(db: Database, *, name="job", n=3, states=(), progress=None, created=None, args=("--request", "4711"),
-           cancel=False) -> str:
+def record(
+    db: Database, *, name="job", n=3, states=(), progress=None, created=None, args=("--request", "4711"), cancel=False
+) -> str:
     """A grid job recorded with the database API: local job k gets states[k] (default RUNNING)."""
     created = T0 if created is None else created
     job_id = new_job_id(created)
-    rec = new_record(job_id, jobtype="montecarlo", name=name, owner="d0mc", adapter="fork",
-                     description={"executable": ["/opt/d0/mc_runjob"], "arguments": list(args),
-                                  "environment": [["D0_RELEASE", "p21.26.00"]], "jobname": [name]},
-                     source_format="rsl", source_text=f"&(executable=/opt/d0/mc_runjob)(jobname={name!r})",
-                     plan={"localJobs": n, "binding": "site-recommended-cpu"}, explanation=f"{n * 250} events",
-                     slices=[{"firstEvent": 250 * k + 1, "lastEvent": 250 * k + 250, "events": 250}
-                             for k in range(n)], created=created)
+    rec = new_record(
+        job_id,
+        jobtype="montecarlo",
+        name=name,
+        owner="d0mc",
+        adapter="fork",
+        description={
+            "executable": ["/opt/d0/mc_runjob"],
+            "arguments": list(args),
+            "environment": [["D0_RELEASE", "p21.26.00"]],
+            "jobname": [name],
+        },
+        source_format="rsl",
+        source_text=f"&(executable=/opt/d0/mc_runjob)(jobname={name!r})",
+        plan={"localJobs": n, "binding": "site-recommended-cpu"},
+        explanation=f"{n * 250} events",
+        slices=[{"firstEvent": 250 * k + 1, "lastEvent": 250 * k + 250, "events": 250} for k in range(n)],
+        created=created,
+    )
     states = list(states) + ["RUNNING"] * (n - len(states))
     for lj, st in zip(rec.local_jobs(), states):
         if st == "PLANNED":
@@ -60,8 +73,13 @@ def record(db: Database, *, name="job", n=3, states=(), progress=None, created=N
         if st == "DONE":
             lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0, at=created + 60)
         elif st == "FAILED":
-            lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=3,
-                         reason="exit code 3 <b>bold</b>", at=created + 30)
+            lj.set_state(
+                LocalState.FAILED,
+                evidence=Evidence.WRAPPER_EXIT_FILE,
+                exit_code=3,
+                reason="exit code 3 <b>bold</b>",
+                at=created + 30,
+            )
     for k, phases in (progress or {}).items():
         rec.local(k).set_progress(phases, at=created + 10)
     if all(s in ("DONE", "FAILED") for s in states):
@@ -163,9 +181,11 @@ def text_of(page: str, element_id: str) -> str:
 # index
 # ---------------------------------------------------------------------------
 
+
 def test_index_newest_first_filter_and_pages(db, client):
-    ids = [record(db, name=f"job {k}", n=1, states=["DONE" if k % 3 == 0 else "RUNNING"], created=T0 + k)
-           for k in range(7)]
+    ids = [
+        record(db, name=f"job {k}", n=1, states=["DONE" if k % 3 == 0 else "RUNNING"], created=T0 + k) for k in range(7)
+    ]
     page = client.ok("/")
     listed = re.findall(r'href="/jobs/([0-9a-f-]+)"', page)
     assert listed == ids[::-1]  # newest first
@@ -185,8 +205,7 @@ def test_index_newest_first_filter_and_pages(db, client):
     p3 = client.ok("/?per_page=3&page=3")
     assert re.findall(r'href="/jobs/([0-9a-f-]+)"', p3) == [ids[0]]
     assert client.get("/?per_page=3&page=4")[0] == 404
-    for bad in ("/?state=NOPE", "/?page=0", "/?page=x", "/?per_page=100000", "/?page=" + "9" * 5000,
-                "/?state=%00"):
+    for bad in ("/?state=NOPE", "/?page=0", "/?page=x", "/?per_page=100000", "/?page=" + "9" * 5000, "/?state=%00"):
         assert client.get(bad)[0] == 400, bad
 
 
@@ -216,11 +235,19 @@ def test_index_reads_only_the_index_and_follows_it(db, server, client, monkeypat
 # the page of one grid job
 # ---------------------------------------------------------------------------
 
+
 def test_job_page_running(db, client):
-    job_id = record(db, name="D0 MC request 4711", n=4, states=["RUNNING", "RUNNING", "DONE", "FAILED"],
-                    progress={0: {"generation": (250, 250), "d0gstar": (117, 250)},
-                              1: {"generation": (100, 250)},
-                              2: {"generation": (250, 250), "d0gstar": (250, 250)}})
+    job_id = record(
+        db,
+        name="D0 MC request 4711",
+        n=4,
+        states=["RUNNING", "RUNNING", "DONE", "FAILED"],
+        progress={
+            0: {"generation": (250, 250), "d0gstar": (117, 250)},
+            1: {"generation": (100, 250)},
+            2: {"generation": (250, 250), "d0gstar": (250, 250)},
+        },
+    )
     page = client.ok(f"/jobs/{job_id}")
     assert text_of(page, "grid-state") == "ACTIVE"
     assert text_of(page, "jobname") == "D0 MC request 4711"
@@ -254,8 +281,12 @@ def test_page_data_is_status_json(db):
     """The job page reads the record directly (fast for 10,000 local jobs): the same values as status_json."""
     from jim.status import phase_totals
 
-    job_id = record(db, n=5, states=["RUNNING", "DONE", "FAILED", "QUEUED", "PLANNED"],
-                    progress={0: {"gen": (250, 250), "sim": (300, 250)}, 1: {"gen": (250, 250)}})
+    job_id = record(
+        db,
+        n=5,
+        states=["RUNNING", "DONE", "FAILED", "QUEUED", "PLANNED"],
+        progress={0: {"gen": (250, 250), "sim": (300, 250)}, 1: {"gen": (250, 250)}},
+    )
     job = db.read(job_id)
     full = status_json(job)
     data, phases = web.job_summary(job)
@@ -278,8 +309,13 @@ def test_job_page_finished_does_not_refresh(db, client):
 
 def test_unknown_and_malformed_job_ids(db, client):
     record(db)
-    for path in ("/jobs/20200101-000000-deadbeef", "/api/jobs/20200101-000000-deadbeef",
-                 "/db/20200101-000000-deadbeef.xml", "/jobs/nope", "/jobs/20200101-000000-DEADBEEF"):
+    for path in (
+        "/jobs/20200101-000000-deadbeef",
+        "/api/jobs/20200101-000000-deadbeef",
+        "/db/20200101-000000-deadbeef.xml",
+        "/jobs/nope",
+        "/jobs/20200101-000000-DEADBEEF",
+    ):
         status, headers, body = client.get(path)
         assert status == 404, path
         assert headers["content-type"].startswith("text/html")
@@ -300,6 +336,7 @@ def test_damaged_record_is_a_server_error_not_a_crash(db, client, home):
 # ---------------------------------------------------------------------------
 # escaping
 # ---------------------------------------------------------------------------
+
 
 def test_name_and_arguments_are_escaped_in_the_html_views(db, client):
     job_id = record(db, name=EVIL_NAME, n=2, args=EVIL_ARGS, progress={0: {"d0gstar": (1, 2)}})
@@ -322,8 +359,14 @@ def test_name_and_arguments_are_escaped_in_the_html_views(db, client):
 
 def test_name_and_arguments_are_escaped_by_the_stylesheet(db, home):
     """jim.xsl through lxml (XSLT 1.0 like the browsers): values come out as text, never markup."""
-    job_id = record(db, name=EVIL_NAME, n=2, args=EVIL_ARGS, states=["RUNNING", "DONE"],
-                    progress={0: {"generation": (250, 250), "d0gstar": (117, 250)}})
+    job_id = record(
+        db,
+        name=EVIL_NAME,
+        n=2,
+        args=EVIL_ARGS,
+        states=["RUNNING", "DONE"],
+        progress={0: {"generation": (250, 250), "d0gstar": (117, 250)}},
+    )
     xslt = etree.XSLT(etree.parse(str(home.db / "jim.xsl")))
     out = str(xslt(etree.parse(str(home.record(job_id)))))
     parsed = Elements(out)
@@ -344,6 +387,7 @@ def test_name_and_arguments_are_escaped_by_the_stylesheet(db, home):
 # ---------------------------------------------------------------------------
 # JSON and raw files
 # ---------------------------------------------------------------------------
+
 
 def test_json_endpoints(db, client):
     a = record(db, name="a", n=2, states=["DONE", "DONE"])
@@ -378,7 +422,9 @@ def test_raw_record_stylesheet_and_index(db, client, home):
     assert status == 200 and headers["content-type"].startswith("text/xsl")
     assert body == (Path(web.__file__).parent / "data" / "jim.xsl").read_bytes()
     status, headers, body = client.get("/db/index.xml")
-    assert body.startswith(b"<?xml version='1.0' encoding='UTF-8'?>\n<?xml-stylesheet type=\"text/xsl\" href=\"jim.xsl\"?>")
+    assert body.startswith(
+        b"<?xml version='1.0' encoding='UTF-8'?>\n<?xml-stylesheet type=\"text/xsl\" href=\"jim.xsl\"?>"
+    )
     doc = etree.fromstring(body)
     assert doc.tag == "index" and [j.get("id") for j in doc] == [job_id]
     xslt = etree.XSLT(etree.parse(str(home.db / "jim.xsl")))
@@ -389,6 +435,7 @@ def test_raw_record_stylesheet_and_index(db, client, home):
 # ---------------------------------------------------------------------------
 # read-only, paths, headers
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "FOO"])
 def test_only_get_and_head(db, client, home, method):
@@ -410,13 +457,31 @@ def test_head_is_get_without_body(db, client):
         assert hh["content-type"] == gh["content-type"]
 
 
-@pytest.mark.parametrize("path", [
-    "/db/../jim.toml", "/db/..%2f..%2fjim.toml", "/db/%2e%2e/%2e%2e/etc/passwd", "/jobs/../../etc/passwd",
-    "/jobs/..%2F..%2Fetc%2Fpasswd", "/db/{id}.xml/../../log/jim.log", "/db/{id}%0a.xml", "/jobs/{id}%0a",
-    "/db/{id}.state", "/db/{id}.xml%00", "/static/../web.py", "/static/%2e%2e/web.py", "//etc/passwd",
-    "/db/", "/db/index.xml/../../jim.toml", "/jobs/{id}/../../log/jim.log", "/../../../../etc/passwd",
-    "/log/jim.log", "/db/.index.xml.1.tmp", "/api/jobs/{id}/..",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/db/../jim.toml",
+        "/db/..%2f..%2fjim.toml",
+        "/db/%2e%2e/%2e%2e/etc/passwd",
+        "/jobs/../../etc/passwd",
+        "/jobs/..%2F..%2Fetc%2Fpasswd",
+        "/db/{id}.xml/../../log/jim.log",
+        "/db/{id}%0a.xml",
+        "/jobs/{id}%0a",
+        "/db/{id}.state",
+        "/db/{id}.xml%00",
+        "/static/../web.py",
+        "/static/%2e%2e/web.py",
+        "//etc/passwd",
+        "/db/",
+        "/db/index.xml/../../jim.toml",
+        "/jobs/{id}/../../log/jim.log",
+        "/../../../../etc/passwd",
+        "/log/jim.log",
+        "/db/.index.xml.1.tmp",
+        "/api/jobs/{id}/..",
+    ],
+)
 def test_no_path_escapes(db, client, path):
     job_id = record(db)
     status, _, body = client.get(path.format(id=job_id))
@@ -434,8 +499,10 @@ def test_security_headers(db, client):
         assert "frame-ancestors 'none'" in csp
     for path in (f"/api/jobs/{job_id}", f"/db/{job_id}.xml", "/db/jim.xsl", "/static/jim.css"):
         _, headers, _ = client.get(path)
-        assert headers["x-content-type-options"] == "nosniff" and "default-src 'none'" in \
-            headers["content-security-policy"], path
+        assert (
+            headers["x-content-type-options"] == "nosniff"
+            and "default-src 'none'" in headers["content-security-policy"]
+        ), path
 
 
 def test_foreign_host_header_refused_on_loopback(db, client):
@@ -478,11 +545,17 @@ def test_many_local_jobs_are_paged(db, client):
 # the real command
 # ---------------------------------------------------------------------------
 
+
 def test_jim_serve_command(jim_env):
     db = Database(Home(jim_env.home).ensure())
     job_id = record(db, name="served")
-    proc = subprocess.Popen([sys.executable, "-m", "jim", "serve", "--port", "0"], env=jim_env.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jim", "serve", "--port", "0"],
+        env=jim_env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         m = re.match(r"jim serve: http://127\.0\.0\.1:(\d+)/ ", line)
@@ -509,8 +582,13 @@ def test_jim_serve_survives_dropped_connections(jim_env):
     """A browser that goes away before its answer costs that answer only (jim's CLI lets SIGPIPE kill)."""
     db = Database(Home(jim_env.home).ensure())
     job_id = record(db, n=300)
-    proc = subprocess.Popen([sys.executable, "-m", "jim", "serve", "--port", "0"], env=jim_env.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jim", "serve", "--port", "0"],
+        env=jim_env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = int(re.search(r":(\d+)/", proc.stdout.readline()).group(1))
         for _ in range(5):  # the request, then gone: the server's first write is answered by a reset

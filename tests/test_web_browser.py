@@ -38,10 +38,21 @@ from support.env import OUTPUT, REPO, require_service
 MC = REPO / "examples" / "mc_driver.py"
 SHOTS = OUTPUT / "screenshots"
 CHROMIUM = os.environ.get("JIM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-         "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio",
-         "--enable-features=XSLT", "--disable-features=GenerateXSLTWarningBanner"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--enable-features=XSLT",
+    "--disable-features=GenerateXSLTWarningBanner",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -69,9 +80,22 @@ class Chromium:
         SHOTS.mkdir(parents=True, exist_ok=True)
         png = SHOTS / f"{shot}.png"
         png.unlink(missing_ok=True)
-        proc = subprocess.run([self.path, *FLAGS, f"--user-data-dir={profile}", "--window-size=1280,900",
-                               f"--screenshot={png}", "--dump-dom", *args, url],
-                              capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+        proc = subprocess.run(
+            [
+                self.path,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--window-size=1280,900",
+                f"--screenshot={png}",
+                "--dump-dom",
+                *args,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.tmp,
+        )
         shutil.rmtree(profile, ignore_errors=True)
         assert proc.returncode == 0, f"chromium failed on {url}: {proc.stderr[-2000:]}"
         assert png.exists() and png.stat().st_size > 5000, f"no screenshot of {url}: {proc.stderr[-2000:]}"
@@ -82,8 +106,10 @@ class Chromium:
 
 @pytest.fixture(scope="session")
 def chromium(tmp_path_factory):
-    require_service(_chromium_works(), f"Debian's chromium ({CHROMIUM or 'not on PATH'}; "
-                                       "tests/services/chromium/start.sh installs it)")
+    require_service(
+        _chromium_works(),
+        f"Debian's chromium ({CHROMIUM or 'not on PATH'}; tests/services/chromium/start.sh installs it)",
+    )
     return Chromium(CHROMIUM, tmp_path_factory.mktemp("chromium"))
 
 
@@ -99,8 +125,13 @@ def _first_line(proc: subprocess.Popen, pattern: str, what: str) -> re.Match:
 @pytest.fixture
 def served(jim_env):
     """The real ``jim serve`` on a free port: its base URL (no trailing slash)."""
-    proc = subprocess.Popen([sys.executable, "-m", "jim", "serve", "--port", "0"], env=jim_env.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jim", "serve", "--port", "0"],
+        env=jim_env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     m = _first_line(proc, r"(http://127\.0\.0\.1:\d+)/", "jim serve")
     yield m.group(1)
     proc.terminate()
@@ -112,9 +143,13 @@ def static(jim_env):
     """``python -m http.server`` on jim's db directory: its base URL."""
     db = jim_env.home / "db"
     db.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
-                             "--directory", str(db)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env={k: v for k, v in os.environ.items() if k != "JIM_HOME"})
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "JIM_HOME"},
+    )
     m = _first_line(proc, r"port (\d+)", "python -m http.server")
     yield f"http://127.0.0.1:{m.group(1)}"
     proc.terminate()
@@ -124,6 +159,7 @@ def static(jim_env):
 # ---------------------------------------------------------------------------
 # reading a dumped DOM
 # ---------------------------------------------------------------------------
+
 
 class Page(html.parser.HTMLParser):
     def __init__(self, dom: str):
@@ -165,12 +201,15 @@ def views(jim_env, job_id: str, served: str, static: str) -> dict[str, tuple[str
 
 
 def mc_rsl(events: int, per_job: int, seconds_per_event: float, name: str) -> str:
-    return (f"&(executable={MC})(arguments=--seconds-per-event {seconds_per_event})"
-            f"(jimtype=montecarlo)(events={events})(eventsperjob={per_job})(outputs=*.dat)"
-            f'(jobname="{name}")')
+    return (
+        f"&(executable={MC})(arguments=--seconds-per-event {seconds_per_event})"
+        f"(jimtype=montecarlo)(events={events})(eventsperjob={per_job})(outputs=*.dat)"
+        f'(jobname="{name}")'
+    )
 
 
 # ---------------------------------------------------------------------------
+
 
 def test_finished_grid_job(jim_env, chromium, served, static):
     job_id = jim_env.submit(mc_rsl(40, 10, 0.002, "browser test: finished"))
@@ -184,7 +223,7 @@ def test_finished_grid_job(jim_env, chromium, served, static):
         assert page.by_id("local-count") == "4", view
         rows = page.rows()
         assert sorted(rows) == [0, 1, 2, 3], view
-        for k, row in rows.items():
+        for row in rows.values():
             assert "DONE" in row and "wrapper-exit-file" in row, (view, row)
             for phase in ("generation", "d0gstar", "reconstruction"):
                 assert f"{phase}: 10 of 10" in row, (view, phase, row)
@@ -234,8 +273,10 @@ def _rsl_quote(s: str) -> str:
 
 
 def test_script_quotes_and_ampersands_render_as_text(jim_env, chromium, served, static):
-    rsl = (f"&(executable=/bin/echo)(arguments={' '.join(_rsl_quote(a) for a in EVIL_ARGS)})"
-           f"(jobname={_rsl_quote(EVIL_NAME)})")
+    rsl = (
+        f"&(executable=/bin/echo)(arguments={' '.join(_rsl_quote(a) for a in EVIL_ARGS)})"
+        f"(jobname={_rsl_quote(EVIL_NAME)})"
+    )
     job_id = jim_env.submit(rsl)
     assert jim_env.wait(job_id, timeout=60)["JOB_STATE"] == "DONE"
     assert jim_env.status(job_id)["name"] == EVIL_NAME
@@ -257,7 +298,7 @@ def test_script_quotes_and_ampersands_render_as_text(jim_env, chromium, served, 
 
 
 def test_index_pages_in_the_browser(jim_env, chromium, served):
-    ids = [jim_env.submit("&(executable=/bin/true)(jobname=\"index <b>%d</b>\")" % k) for k in range(3)]
+    ids = [jim_env.submit('&(executable=/bin/true)(jobname="index <b>%d</b>")' % k) for k in range(3)]
     for job_id in ids:
         jim_env.wait(job_id, timeout=60)
     page = Page(chromium.load(f"{served}/", "index-serve"))

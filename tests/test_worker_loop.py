@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from support.fake_adapter import FakeAdapter
 
 from jim import background, journal, worker
 from jim.config import parse
@@ -18,6 +17,8 @@ from jim.jobdesc import parse_rsl
 from jim.paths import Home
 from jim.states import LocalState
 from jim.submit import submit
+
+from support.fake_adapter import FakeAdapter
 
 UNSUBMITTED = (LocalState.PLANNED, LocalState.SUBMITTING)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import astuple
 import io
 import json
 import os
@@ -11,6 +10,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import astuple
 from pathlib import Path
 
 import psutil
@@ -26,16 +26,34 @@ WRAPPER = Path(builder.__file__).with_name("wrapper.py")
 
 def make_sandbox(tmp: Path, jobs: list[dict], **manifest) -> Path:
     area = builder.WorkArea()
-    m = {"version": 1, "grid_job": "20260101-000000-abcdef", "jobtype": "t", "environment": [["GRIDVAR", "g v"]],
-         "outputs": [], "heartbeat": 1, "reserved_exit_codes": [], "jobs": jobs}
+    m = {
+        "version": 1,
+        "grid_job": "20260101-000000-abcdef",
+        "jobtype": "t",
+        "environment": [["GRIDVAR", "g v"]],
+        "outputs": [],
+        "heartbeat": 1,
+        "reserved_exit_codes": [],
+        "jobs": jobs,
+    }
     m.update(manifest)
     sb, _w = builder.build(tmp / "job", m, area)
     return sb
 
 
 def run_wrapper(tmp: Path, sandbox: Path, index: int = 0, timeout: float = 30, **popen):
-    argv = [sys.executable, str(WRAPPER), "--sandbox", str(sandbox), "--outroot", str(tmp / "out"),
-            "--index", str(index), "--scratch", str(tmp / "scratch")]
+    argv = [
+        sys.executable,
+        str(WRAPPER),
+        "--sandbox",
+        str(sandbox),
+        "--outroot",
+        str(tmp / "out"),
+        "--index",
+        str(index),
+        "--scratch",
+        str(tmp / "scratch"),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **popen)
 
 
@@ -44,8 +62,10 @@ def job(argv, index=0, env=None):
 
 
 def test_runs_command_with_slice_env_progress_and_exit_file(tmp_path):
-    script = ('echo "slice $JIM_FIRST_EVENT $GRIDVAR $JIM_INDEX $JIM_TAG"; '
-              'jim-progress d0gstar 117 250; jim-progress d0gstar 250 250; echo err >&2; exit 0')
+    script = (
+        'echo "slice $JIM_FIRST_EVENT $GRIDVAR $JIM_INDEX $JIM_TAG"; '
+        "jim-progress d0gstar 117 250; jim-progress d0gstar 250 250; echo err >&2; exit 0"
+    )
     sb = make_sandbox(tmp_path, [job(["/bin/sh", "-c", script], env={"JIM_FIRST_EVENT": "11"})])
     p = run_wrapper(tmp_path, sb)
     assert p.returncode == 0, p.stderr
@@ -62,8 +82,11 @@ def test_runs_command_with_slice_env_progress_and_exit_file(tmp_path):
 
 
 def test_exit_code_and_reserved_codes(tmp_path):
-    sb = make_sandbox(tmp_path, [job(["/bin/sh", "-c", "exit 3"]), job(["/bin/sh", "-c", "exit 100"], 1)],
-                      reserved_exit_codes=[99, 100])
+    sb = make_sandbox(
+        tmp_path,
+        [job(["/bin/sh", "-c", "exit 3"]), job(["/bin/sh", "-c", "exit 100"], 1)],
+        reserved_exit_codes=[99, 100],
+    )
     p = run_wrapper(tmp_path, sb, 0)
     assert p.returncode == 3 and read_exit(tmp_path / "out/0").code == 3
     p = run_wrapper(tmp_path, sb, 1)
@@ -72,8 +95,9 @@ def test_exit_code_and_reserved_codes(tmp_path):
 
 
 def test_outputs_named_with_index(tmp_path):
-    sb = make_sandbox(tmp_path, [job(["/bin/sh", "-c", "echo a > events.root; echo b > notes.txt"], 7)] * 8,
-                      outputs=["*.root"])
+    sb = make_sandbox(
+        tmp_path, [job(["/bin/sh", "-c", "echo a > events.root; echo b > notes.txt"], 7)] * 8, outputs=["*.root"]
+    )
     p = run_wrapper(tmp_path, sb, 7, env={**os.environ, "JIM_BATCH_ID": "4711_7"})
     assert p.returncode == 0, p.stderr
     outs = sorted(os.listdir(tmp_path / "out/7/outputs"))
@@ -90,8 +114,18 @@ def test_missing_executable(tmp_path):
 
 def test_sigterm_is_passed_on_and_exit_file_written(tmp_path):
     sb = make_sandbox(tmp_path, [job(["/bin/sleep", "60"])])
-    argv = [sys.executable, str(WRAPPER), "--sandbox", str(sb), "--outroot", str(tmp_path / "out"),
-            "--index", "0", "--scratch", str(tmp_path / "scratch")]
+    argv = [
+        sys.executable,
+        str(WRAPPER),
+        "--sandbox",
+        str(sb),
+        "--outroot",
+        str(tmp_path / "out"),
+        "--index",
+        "0",
+        "--scratch",
+        str(tmp_path / "scratch"),
+    ]
     proc = subprocess.Popen(argv, start_new_session=True)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not psutil.Process(proc.pid).children():
@@ -118,8 +152,20 @@ def test_sandbox_escape_refused(tmp_path):
 
 def test_index_from_array_variable(tmp_path):
     sb = make_sandbox(tmp_path, [job(["/bin/true"], k) for k in range(12)])
-    argv = [sys.executable, str(WRAPPER), "--sandbox", str(sb), "--outroot", str(tmp_path / "out"),
-            "--index-env", "SLURM_ARRAY_TASK_ID", "--index-offset", "10", "--scratch", str(tmp_path / "s")]
+    argv = [
+        sys.executable,
+        str(WRAPPER),
+        "--sandbox",
+        str(sb),
+        "--outroot",
+        str(tmp_path / "out"),
+        "--index-env",
+        "SLURM_ARRAY_TASK_ID",
+        "--index-offset",
+        "10",
+        "--scratch",
+        str(tmp_path / "s"),
+    ]
     p = subprocess.run(argv, env={**os.environ, "SLURM_ARRAY_TASK_ID": "1"}, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "out/11/exit_code").exists()
@@ -127,6 +173,7 @@ def test_index_from_array_variable(tmp_path):
 
 def test_workarea_refuses_escaping_names(tmp_path):
     from jim.errors import InvalidAttribute
+
     area = builder.WorkArea()
     for bad in ("../x", "/etc/passwd", "a/../../b"):
         with pytest.raises(InvalidAttribute):

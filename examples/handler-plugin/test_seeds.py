@@ -1,11 +1,11 @@
 """Unit tests of the example job type: run with `python -m pytest test_seeds.py` where jim is installed."""
 
 import pytest
+from jim_example_handler import SeedsHandler
 
 from jim.config import SiteLimits
 from jim.errors import InvalidAttribute, InvalidCount
 from jim.jobdesc import parse_rsl
-from jim_example_handler import SeedsHandler
 
 SITE = SiteLimits(max_local_jobs=100)
 
@@ -24,11 +24,14 @@ def test_one_local_job_per_seed():
     assert p.binding == "seeds"
 
 
-@pytest.mark.parametrize("rsl, exc", [
-    ("&(executable=/bin/gen)", InvalidAttribute),
-    ("&(executable=/bin/gen)(seeds=0)", InvalidAttribute),
-    ("&(executable=/bin/gen)(seeds=101)", InvalidCount),
-])
+@pytest.mark.parametrize(
+    "rsl, exc",
+    [
+        ("&(executable=/bin/gen)", InvalidAttribute),
+        ("&(executable=/bin/gen)(seeds=0)", InvalidAttribute),
+        ("&(executable=/bin/gen)(seeds=101)", InvalidCount),
+    ],
+)
 def test_refusals(rsl, exc):
     with pytest.raises(exc):
         plan(rsl)

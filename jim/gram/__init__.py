@@ -305,8 +305,9 @@ class Installer:
             return
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
-            raise InstallError(f"{' '.join(argv)} failed (exit {proc.returncode}): "
-                               f"{(proc.stderr or proc.stdout).strip()}")
+            raise InstallError(
+                f"{' '.join(argv)} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()}"
+            )
 
 
 def _enable(inst: Installer, service: str, admin: str | None) -> None:
@@ -319,9 +320,11 @@ def _enable(inst: Installer, service: str, admin: str | None) -> None:
     inst.changed += 1
     if lay.root == Path("/"):
         if admin is None:
-            raise InstallError(f"{ADMIN_COMMAND} not found (package globus-gatekeeper): cannot "
-                               f"enable {service}. The files are installed; install the "
-                               f"toolkit and run `{ADMIN_COMMAND} -e {service}`.")
+            raise InstallError(
+                f"{ADMIN_COMMAND} not found (package globus-gatekeeper): cannot "
+                f"enable {service}. The files are installed; install the "
+                f"toolkit and run `{ADMIN_COMMAND} -e {service}`."
+            )
         inst.run([admin, "-e", service])
     else:
         # globus-gatekeeper-admin only knows /etc; below another root do what it does.
@@ -354,7 +357,7 @@ def _installed_seg_dir(conf: Path) -> str | None:
         text = conf.read_text(encoding="utf-8")
     except OSError:
         return None
-    found = re.findall(r'^[ \t]*seg_dir=(.*)$', text, re.M)
+    found = re.findall(r"^[ \t]*seg_dir=(.*)$", text, re.M)
     return found[-1].strip().strip('"').strip() if found else None
 
 
@@ -368,11 +371,11 @@ def _remove_seg_root(inst: Installer, root: Path) -> None:
         if not entry.is_dir() or entry.is_symlink():
             unexpected.append(entry)
             continue
-        unexpected += [f for f in entry.iterdir() if not re.fullmatch(r"\d{8}", f.name)
-                       or not f.is_file() or f.is_symlink()]
+        unexpected += [
+            f for f in entry.iterdir() if not re.fullmatch(r"\d{8}", f.name) or not f.is_file() or f.is_symlink()
+        ]
     if unexpected:
-        inst.say(f"kept       {root}/: it holds more than SEG event logs "
-                 f"(e.g. {unexpected[0]}); remove it by hand")
+        inst.say(f"kept       {root}/: it holds more than SEG event logs (e.g. {unexpected[0]}); remove it by hand")
         return
     inst.changed += 1
     inst.say(f"remove     {root}/ (SEG event logs)")
@@ -391,8 +394,9 @@ def install(args: argparse.Namespace) -> int:
         raise InstallError("no jim command found; give its absolute path with --jim-command")
     if not os.path.isabs(jim_command):
         raise InstallError(f"--jim-command must be an absolute path, not {jim_command!r}")
-    runs_at = next((p for p in (Path(jim_command), lay.inside(jim_command))
-                    if p.is_file() and os.access(p, os.X_OK)), None)
+    runs_at = next(
+        (p for p in (Path(jim_command), lay.inside(jim_command)) if p.is_file() and os.access(p, os.X_OK)), None
+    )
     if runs_at is None:
         message = f"{jim_command} is not an executable file"
         if real_root and not args.dry_run:
@@ -402,8 +406,10 @@ def install(args: argparse.Namespace) -> int:
         for problem in _not_runnable_by_others(str(runs_at)):
             print(f"WARNING: the mapped users may not be able to run jim: {problem}")
     if real_root and not Path("/usr/share/perl5/Globus/GRAM/JobManager.pm").is_file():
-        print("WARNING: the GRAM5 job manager scripts are not installed "
-              "(package globus-gram-job-manager-scripts); the module will not load until they are")
+        print(
+            "WARNING: the GRAM5 job manager scripts are not installed "
+            "(package globus-gram-job-manager-scripts); the module will not load until they are"
+        )
 
     seg_dir = args.seg_dir
     if not os.path.isabs(seg_dir):
@@ -414,8 +420,7 @@ def install(args: argparse.Namespace) -> int:
         "JIM_COMMAND": _conf_value(jim_command),
         "JIM_TIMEOUT": f"{args.timeout:g}",
         "JIM_HOME_LINE": f'jim_home="{_conf_value(args.jim_home)}"' if args.jim_home else "#jim_home=",
-        "JIM_CONFIG_LINE": (f'jim_config="{_conf_value(args.jim_config)}"' if args.jim_config
-                            else "#jim_config="),
+        "JIM_CONFIG_LINE": (f'jim_config="{_conf_value(args.jim_config)}"' if args.jim_config else "#jim_config="),
         "SEG_DIR": _conf_value(seg_dir),
         "SEG_WRAPPER": "/usr/libexec/jim/jim-seg-job-manager",
         "CONF": "/etc/globus/globus-jim.conf",
@@ -434,11 +439,12 @@ def install(args: argparse.Namespace) -> int:
 
     if not args.dry_run and real_root:
         _check_module(lay.module)
-    print(f"{'would change' if args.dry_run else 'changed'} {inst.changed} item(s). "
-          f"Contacts: <host>[:port]/jobmanager-jim (poll), <host>[:port]/jobmanager-jim-seg (push).")
+    print(
+        f"{'would change' if args.dry_run else 'changed'} {inst.changed} item(s). "
+        f"Contacts: <host>[:port]/jobmanager-jim (poll), <host>[:port]/jobmanager-jim-seg (push)."
+    )
     if inst.changed and not args.dry_run:
-        print("Running job managers keep the old module until they restart "
-              "(they exit 60 s after their last job).")
+        print("Running job managers keep the old module until they restart (they exit 60 s after their last job).")
     return 0
 
 
@@ -477,25 +483,49 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jim gram-install",
         description="Install (or remove) jim as a GRAM5 job manager type: the Perl module, "
-                    "jim.rvf, /etc/globus/globus-jim.conf, and the services jobmanager-jim "
-                    "(poll mode) and jobmanager-jim-seg (push mode). Run as root; safe to repeat.")
-    p.add_argument("--jim-command", metavar="PATH",
-                   help="absolute path of the jim executable the mapped users run "
-                        "(default: the jim next to this Python, else jim on PATH)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
-                   help=f"seconds one submit/poll/cancel call may take (default {DEFAULT_TIMEOUT})")
-    p.add_argument("--seg-dir", default=DEFAULT_SEG_DIR, metavar="DIR",
-                   help=f"root of the per-user push-mode event directories (default {DEFAULT_SEG_DIR})")
-    p.add_argument("--jim-home", metavar="DIR",
-                   help="JIM_HOME for jim run by the job manager; %%u = the user name "
-                        "(default: jim's own, ~/.jim)")
-    p.add_argument("--jim-config", metavar="FILE",
-                   help="JIM_CONFIG for jim run by the job manager (default: jim's own)")
-    p.add_argument("--log-levels", default=DEFAULT_LOG_LEVELS, metavar="LEVELS",
-                   help="job manager -log-levels in the service entries "
-                        f"(default {DEFAULT_LOG_LEVELS}; add |DEBUG|TRACE to see every jim call)")
-    p.add_argument("--prefix-root", default="/", metavar="DIR",
-                   help="install below this directory instead of / (for packaging and tests)")
+        "jim.rvf, /etc/globus/globus-jim.conf, and the services jobmanager-jim "
+        "(poll mode) and jobmanager-jim-seg (push mode). Run as root; safe to repeat.",
+    )
+    p.add_argument(
+        "--jim-command",
+        metavar="PATH",
+        help="absolute path of the jim executable the mapped users run "
+        "(default: the jim next to this Python, else jim on PATH)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds one submit/poll/cancel call may take (default {DEFAULT_TIMEOUT})",
+    )
+    p.add_argument(
+        "--seg-dir",
+        default=DEFAULT_SEG_DIR,
+        metavar="DIR",
+        help=f"root of the per-user push-mode event directories (default {DEFAULT_SEG_DIR})",
+    )
+    p.add_argument(
+        "--jim-home",
+        metavar="DIR",
+        help="JIM_HOME for jim run by the job manager; %%u = the user name (default: jim's own, ~/.jim)",
+    )
+    p.add_argument(
+        "--jim-config", metavar="FILE", help="JIM_CONFIG for jim run by the job manager (default: jim's own)"
+    )
+    p.add_argument(
+        "--log-levels",
+        default=DEFAULT_LOG_LEVELS,
+        metavar="LEVELS",
+        help="job manager -log-levels in the service entries "
+        f"(default {DEFAULT_LOG_LEVELS}; add |DEBUG|TRACE to see every jim call)",
+    )
+    p.add_argument(
+        "--prefix-root",
+        default="/",
+        metavar="DIR",
+        help="install below this directory instead of / (for packaging and tests)",
+    )
     p.add_argument("--uninstall", action="store_true", help="disable the services and remove the files")
     p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
     return p
@@ -508,8 +538,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --log-levels is a |-separated list such as FATAL|ERROR|WARN|INFO", file=sys.stderr)
         return 2
     if Path(args.prefix_root) == Path("/") and os.geteuid() != 0 and not args.dry_run:
-        print("error: jim gram-install changes system files: run it as root "
-              "(or try --dry-run, or --prefix-root DIR)", file=sys.stderr)
+        print(
+            "error: jim gram-install changes system files: run it as root (or try --dry-run, or --prefix-root DIR)",
+            file=sys.stderr,
+        )
         return 1
     try:
         return uninstall(args) if args.uninstall else install(args)

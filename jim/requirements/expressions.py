@@ -63,7 +63,7 @@ def classad_record(text: str) -> dict[str, Any]:
         raise InvalidRequirement(f"requirement record is not a ClassAd: {_one_line(text)}")
     undefined_or_error = _classad().Value  # an IntEnum: must not pass for a number
     record: dict[str, Any] = {}
-    for name in ad.keys():
+    for name in ad.keys():  # noqa: SIM118 (a ClassAd, not a dict)
         value = ad.eval(name)
         items = value if isinstance(value, list) else [value]
         if any(isinstance(v, undefined_or_error) or not isinstance(v, (str, int, float, bool)) for v in items):

@@ -216,4 +216,3 @@ def _as_event_files(files: Iterable[EventFile]) -> Sequence[EventFile]:
         if not isinstance(f, EventFile):
             raise ValueError(f"files must be EventFile objects, got {f!r}")
     return file_list
-

@@ -167,14 +167,12 @@ def split_lumis(
     optional_positive_int("total_lumis", total_lumis)
     optional_positive_int("max_jobs", max_jobs)
     builder = SliceBuilder(split_on_run, halt_on_file_boundaries, max_jobs)
-    taken = 0
-    for unit in select_lumis(files, lumi_mask, run_whitelist):
+    for taken, unit in enumerate(select_lumis(files, lumi_mask, run_whitelist)):
         if total_lumis is not None and taken == total_lumis:
             break
         if builder.current and builder.current_count >= lumis_per_job:
             builder.close()
         builder.add(unit)
-        taken += 1
     return builder.finish()
 
 
@@ -243,9 +241,7 @@ class SliceBuilder:
         if not self.current:
             return False
         last = self.current[-1]
-        return (self.split_on_run and unit.run != last.run) or (
-            self.halt_on_file_boundaries and unit.file != last.file
-        )
+        return (self.split_on_run and unit.run != last.run) or (self.halt_on_file_boundaries and unit.file != last.file)
 
     def add(self, unit: LumiUnit) -> None:
         if self.breaks_boundary(unit):

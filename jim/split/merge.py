@@ -134,9 +134,7 @@ def split_merge_by_size(
         job_count(len(slices) + 1, max_jobs)
         size = sum(f.size for f in members)
         events = sum(f.events for f in members)
-        slices.append(
-            MergeSlice(tuple(f.name for f in members), size, events, oversize, forced=size < min_merge_size)
-        )
+        slices.append(MergeSlice(tuple(f.name for f in members), size, events, oversize, forced=size < min_merge_size))
 
     size = events = 0
     for f in file_list:

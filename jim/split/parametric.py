@@ -80,7 +80,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, Inexact, InvalidOperation, Overflow, localcontext
-from typing import Union
 
 from jim.split._check import is_int, positive_int
 
@@ -103,14 +102,18 @@ DEFAULT_MAX_PARAMETRIC_JOBS = 100
 MAX_DIGITS = 1000
 """Most significant digits (and largest decimal exponent) a generated value may have."""
 
-Value = Union[str, Sequence["Value"]]
+Value = str | Sequence["Value"]
 Description = Mapping[str, Sequence[Value]]
 """Attribute name -> list of values; a value is a string or a (nested) list of strings."""
 
-Number = Union[str, int, float, Decimal]
+Number = str | int | float | Decimal
 
-_KEYS = {"parameters": "Parameters", "parameterstart": "ParameterStart",
-         "parameterstep": "ParameterStep", "parameterfactor": "ParameterFactor"}
+_KEYS = {
+    "parameters": "Parameters",
+    "parameterstart": "ParameterStart",
+    "parameterstep": "ParameterStep",
+    "parameterfactor": "ParameterFactor",
+}
 _RESERVED = ("Parameter", "ParameterNumber", "SplitID", "SplitSourceJob")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
@@ -144,9 +147,7 @@ class ParametricJob:
         return _job_variables(self.index, self.split_id, self.source_job, self.parameter, self.named)
 
 
-def sequence_values(
-    count: int, *, start: Number = 1, step: Number = 0, factor: Number = 1
-) -> tuple[str, ...]:
+def sequence_values(count: int, *, start: Number = 1, step: Number = 0, factor: Number = 1) -> tuple[str, ...]:
     """The ``count`` values ``p[0] = start``, ``p[i] = p[i-1] * factor + step``, as strings.
 
     Numbers may be given as written (``"0.1"``), or as ``int``/``Decimal``; a
@@ -172,9 +173,7 @@ def sequence_values(
                     value = value * df + ds
                 values.append(_format(value, integer))
             except (Inexact, Overflow, InvalidOperation, ValueError):
-                raise ValueError(
-                    f"parameter value {k} of the sequence has more than {MAX_DIGITS} digits"
-                ) from None
+                raise ValueError(f"parameter value {k} of the sequence has more than {MAX_DIGITS} digits") from None
     return tuple(values)
 
 
@@ -400,7 +399,6 @@ def _single(attr: str, values: list[Value]) -> str:
 
 def _attr(key: str, name: str | None) -> str:
     return key if name is None else f"{key}.{name}"
-
 
 
 # --- numbers -------------------------------------------------------------------------------

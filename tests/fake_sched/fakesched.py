@@ -42,18 +42,18 @@ import time
 #: -1 means for ever.  A test may rewrite the file at any time.
 FAULTS = {
     "fail": "{command: N}: the next N runs of squeue/sacct/sbatch/scancel/scontrol fail like an unreachable "
-            "controller (rc 1; sbatch records nothing)",
+    "controller (rc 1; sbatch records nothing)",
     "slow_submit": "{'seconds': S, 'count': N}: sbatch records and starts the job, then sleeps S s before "
-                   "printing its id (the caller times out: the submit went through anyway)",
+    "printing its id (the caller times out: the submit went through anyway)",
     "duplicate": "N: the next N squeue runs print every row twice",
     "out_of_order": "N: the next N squeue runs shuffle the rows, and every other one shows tasks that have "
-                    "ended by themselves in the state they had before (COMPLETED, then RUNNING again)",
+    "ended by themselves in the state they had before (COMPLETED, then RUNNING again)",
     "reuse_ids": "N: the next N submissions get the id of the newest job purged from the queue (another "
-                 "grid job's); sacct then lists the old job's records after the new one's",
+    "grid job's); sacct then lists the old job's records after the new one's",
     "vanish": "N: the next N running tasks vanish: killed with SIGKILL (no exit-code file), gone from squeue "
-              "and from accounting",
+    "and from accounting",
     "accounting_lag": "S: sacct lists a job only S seconds after its submission (slurmdbd behind the "
-                      "controller); with min_job_age 0 a short job is then known to neither squeue nor sacct",
+    "controller); with min_job_age 0 a short job is then known to neither squeue nor sacct",
     "cpus": "tasks running at once (default 64)",
     "min_job_age": "seconds an ended task stays in squeue (default 3)",
     "max_array_size": "MaxArraySize (default 1001)",
@@ -136,7 +136,7 @@ class Sched:
 
     # -- jobs ------------------------------------------------------------------------
     def tasks(self):
-        for jid, job in sorted(self.state["jobs"].items(), key=lambda kv: int(kv[0])):
+        for _jid, job in sorted(self.state["jobs"].items(), key=lambda kv: int(kv[0])):
             for t, task in sorted(job["tasks"].items(), key=lambda kv: int(kv[0])):
                 yield job, int(t), task
 
@@ -145,8 +145,7 @@ class Sched:
 
     def new_id(self) -> int:
         if self.fire("reuse_ids"):
-            purged = [r for r in self.state["acct"] if r.get("purged") and
-                      str(r["id"]) not in self.state["jobs"]]
+            purged = [r for r in self.state["acct"] if r.get("purged") and str(r["id"]) not in self.state["jobs"]]
             if purged:
                 old = max(purged, key=lambda r: r["end"] or 0)["id"]
                 self.event(reused_id=old)
@@ -156,10 +155,19 @@ class Sched:
         return jid
 
     def acct_record(self, job, t, task):
-        return {"id": job["id"], "task": t if job["array"] else None, "name": job["name"],
-                "comment": job["comment"], "user": job["user"], "state": task["state"],
-                "exit": task.get("exit", "0:0"), "submit": job["submit"], "start": task.get("start"),
-                "end": task.get("end"), "purged": False}
+        return {
+            "id": job["id"],
+            "task": t if job["array"] else None,
+            "name": job["name"],
+            "comment": job["comment"],
+            "user": job["user"],
+            "state": task["state"],
+            "exit": task.get("exit", "0:0"),
+            "submit": job["submit"],
+            "start": task.get("start"),
+            "end": task.get("end"),
+            "purged": False,
+        }
 
     def sync_acct(self, job, t, task):
         """Keep the accounting record of (job, t) in step with its task (unless it vanished)."""
@@ -193,9 +201,12 @@ class Sched:
                     if task.get("cancelled"):
                         task.update(state="CANCELLED", exit="%d:%d" % (rc, sig), end=task.get("end") or t_now)
                     else:
-                        task.update(state="COMPLETED" if rc == 0 and sig == 0 else "FAILED",
-                                    exit="%d:%d" % (rc, sig), end=t_now,
-                                    reason="None" if rc == 0 and sig == 0 else "NonZeroExitCode")
+                        task.update(
+                            state="COMPLETED" if rc == 0 and sig == 0 else "FAILED",
+                            exit="%d:%d" % (rc, sig),
+                            end=t_now,
+                            reason="None" if rc == 0 and sig == 0 else "NonZeroExitCode",
+                        )
                     task.setdefault("history", []).append("RUNNING")
                     self.sync_acct(job, t, task)
                 elif not _alive(task.get("shepherd")):
@@ -215,11 +226,15 @@ class Sched:
         age = float(self.config("min_job_age", 3))
         for jid, job in list(self.state["jobs"].items()):
             ts = job["tasks"]
-            for t in [t for t, task in ts.items()
-                      if task["state"] in TERMINAL and (task.get("end") or 0) + age <= t_now]:
+            for t in [
+                t for t, task in ts.items() if task["state"] in TERMINAL and (task.get("end") or 0) + age <= t_now
+            ]:
                 for r in self.state["acct"]:
-                    if r["id"] == job["id"] and r["task"] == (int(t) if job["array"] else None) \
-                            and r["submit"] == job["submit"]:
+                    if (
+                        r["id"] == job["id"]
+                        and r["task"] == (int(t) if job["array"] else None)
+                        and r["submit"] == job["submit"]
+                    ):
                         r["purged"] = True
                 del ts[t]
             if not ts:
@@ -242,10 +257,23 @@ class Sched:
                 pass
         _atomic(self.run_path(job, t, "job"), json.dumps(job))
         py = sys.executable or "python3"
-        proc = subprocess.Popen([py, os.path.abspath(__file__), "_shepherd", self.dir, str(job["id"]), str(t),
-                                 "1" if job["array"] else "0"],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, close_fds=True, env=job_env(self, job, t))
+        proc = subprocess.Popen(
+            [
+                py,
+                os.path.abspath(__file__),
+                "_shepherd",
+                self.dir,
+                str(job["id"]),
+                str(t),
+                "1" if job["array"] else "0",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            env=job_env(self, job, t),
+        )
         task.update(state="RUNNING", start=now(), shepherd=[proc.pid, _start_time(proc.pid)])
         task.setdefault("history", []).append("PENDING")
         self.sync_acct(job, t, task)
@@ -279,8 +307,13 @@ class Sched:
                 os.kill(sh[0], signal.SIGKILL)
             except OSError:
                 pass
-        self.state["acct"] = [r for r in self.state["acct"] if not (
-            r["id"] == job["id"] and r["task"] == (t if job["array"] else None) and r["submit"] == job["submit"])]
+        self.state["acct"] = [
+            r
+            for r in self.state["acct"]
+            if not (
+                r["id"] == job["id"] and r["task"] == (t if job["array"] else None) and r["submit"] == job["submit"]
+            )
+        ]
         del job["tasks"][str(t)]
         if not job["tasks"]:
             del self.state["jobs"][str(job["id"])]
@@ -304,9 +337,16 @@ def job_env(s: Sched, job, t):
             env = json.load(f)
     except (OSError, ValueError):
         env = dict(os.environ)
-    env.update({"SLURM_JOB_ID": str(job["id"]), "SLURM_JOB_NAME": job["name"], "SLURM_JOBID": str(job["id"]),
-                "SLURM_SUBMIT_DIR": job["workdir"], "SLURM_CLUSTER_NAME": "fake",
-                "FAKE_SCHED_DIR": s.dir})
+    env.update(
+        {
+            "SLURM_JOB_ID": str(job["id"]),
+            "SLURM_JOB_NAME": job["name"],
+            "SLURM_JOBID": str(job["id"]),
+            "SLURM_SUBMIT_DIR": job["workdir"],
+            "SLURM_CLUSTER_NAME": "fake",
+            "FAKE_SCHED_DIR": s.dir,
+        }
+    )
     if job["array"]:
         env.update({"SLURM_ARRAY_JOB_ID": str(job["id"]), "SLURM_ARRAY_TASK_ID": str(t)})
     else:
@@ -346,13 +386,20 @@ def shepherd(directory, jid, t, array):
     err = expand(job["error"], job, int(t)) if job.get("error") else out
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     with open(out, "ab") as o, open(err, "ab") if err != out else open(os.devnull, "wb") as e:
-        p = subprocess.Popen([job["script"]] + job.get("args", []), cwd=job["workdir"] if os.path.isdir(job["workdir"]) else "/tmp",
-                             stdin=subprocess.DEVNULL, stdout=o, stderr=e if err != out else o,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            [job["script"]] + job.get("args", []),
+            cwd=job["workdir"] if os.path.isdir(job["workdir"]) else "/tmp",
+            stdin=subprocess.DEVNULL,
+            stdout=o,
+            stderr=e if err != out else o,
+            start_new_session=True,
+        )
         _atomic(os.path.join(directory, "run", key + ".pgid"), "%d\n" % p.pid)
         rc = p.wait()
-    _atomic(os.path.join(directory, "run", key + ".exit"),
-            json.dumps({"rc": rc if rc >= 0 else 0, "signal": -rc if rc < 0 else 0}))
+    _atomic(
+        os.path.join(directory, "run", key + ".exit"),
+        json.dumps({"rc": rc if rc >= 0 else 0, "signal": -rc if rc < 0 else 0}),
+    )
 
 
 def _atomic(path, text):
@@ -433,11 +480,32 @@ def cmd_sbatch(s: Sched, argv):
     if s.fire("fail", "sbatch"):
         sys.stderr.write("sbatch: error: Batch job submission failed: %s\n" % CONTROLLER_DOWN)
         return 1
-    opts, rest = parse_opts(argv, {"J": "job-name", "D": "chdir", "o": "output", "e": "error", "p": "partition",
-                                   "A": "account", "t": "time", "a": "array", "job-name": 1, "chdir": 1,
-                                   "output": 1, "error": 1, "partition": 1, "account": 1, "time": 1, "array": 1,
-                                   "comment": 1, "mem": 1, "qos": 1, "export": 1},
-                            {"H": "hold", "hold": 1, "parsable": 1, "no-requeue": 1, "requeue": 1})
+    opts, rest = parse_opts(
+        argv,
+        {
+            "J": "job-name",
+            "D": "chdir",
+            "o": "output",
+            "e": "error",
+            "p": "partition",
+            "A": "account",
+            "t": "time",
+            "a": "array",
+            "job-name": 1,
+            "chdir": 1,
+            "output": 1,
+            "error": 1,
+            "partition": 1,
+            "account": 1,
+            "time": 1,
+            "array": 1,
+            "comment": 1,
+            "mem": 1,
+            "qos": 1,
+            "export": 1,
+        },
+        {"H": "hold", "hold": 1, "parsable": 1, "no-requeue": 1, "requeue": 1},
+    )
     if not rest:
         sys.stderr.write("sbatch: error: fake sbatch needs a script file (no --wrap, no stdin)\n")
         return 1
@@ -447,8 +515,10 @@ def cmd_sbatch(s: Sched, argv):
         return 1
     partition = opts.get("partition", "debug")
     if partition not in ("debug", "long"):
-        sys.stderr.write("sbatch: error: invalid partition specified: %s\n"
-                         "sbatch: error: Batch job submission failed: Invalid partition name specified\n" % partition)
+        sys.stderr.write(
+            "sbatch: error: invalid partition specified: %s\n"
+            "sbatch: error: Batch job submission failed: Invalid partition name specified\n" % partition
+        )
         return 1
     try:
         tasks = parse_array(opts["array"], int(s.config("max_array_size", 1001))) if "array" in opts else [0]
@@ -457,12 +527,24 @@ def cmd_sbatch(s: Sched, argv):
         return 1
     jid = s.new_id()
     workdir = os.path.abspath(opts.get("chdir", os.getcwd()))
-    job = {"id": jid, "name": opts.get("job-name", os.path.basename(script)), "comment": opts.get("comment", ""),
-           "user": _user(), "submit": now(), "script": script, "args": rest[1:], "workdir": workdir,
-           "output": opts.get("output", os.path.join(s.dir, "out", "slurm-%A_%a.out" if "array" in opts
-                                                       else "slurm-%j.out")),
-           "error": opts.get("error"), "partition": partition, "held": bool(opts.get("hold")),
-           "array": "array" in opts, "tasks": {}}
+    job = {
+        "id": jid,
+        "name": opts.get("job-name", os.path.basename(script)),
+        "comment": opts.get("comment", ""),
+        "user": _user(),
+        "submit": now(),
+        "script": script,
+        "args": rest[1:],
+        "workdir": workdir,
+        "output": opts.get(
+            "output", os.path.join(s.dir, "out", "slurm-%A_%a.out" if "array" in opts else "slurm-%j.out")
+        ),
+        "error": opts.get("error"),
+        "partition": partition,
+        "held": bool(opts.get("hold")),
+        "array": "array" in opts,
+        "tasks": {},
+    }
     for t in tasks:
         job["tasks"][str(t)] = {"state": "PENDING", "reason": "JobHeldUser" if job["held"] else "None"}
     s.state["jobs"][str(jid)] = job
@@ -485,9 +567,18 @@ SQUEUE_FIELDS = {"i", "A", "F", "K", "T", "r", "j", "k", "u", "P"}
 
 
 def squeue_row(fmt, job, t, state, reason):
-    vals = {"i": "%d_%d" % (job["id"], t) if job["array"] else str(job["id"]), "A": str(job["id"]),
-            "F": str(job["id"]), "K": str(t) if job["array"] else "N/A", "T": state, "r": reason or "None",
-            "j": job["name"], "k": job["comment"] or "(null)", "u": job["user"], "P": job["partition"]}
+    vals = {
+        "i": "%d_%d" % (job["id"], t) if job["array"] else str(job["id"]),
+        "A": str(job["id"]),
+        "F": str(job["id"]),
+        "K": str(t) if job["array"] else "N/A",
+        "T": state,
+        "r": reason or "None",
+        "j": job["name"],
+        "k": job["comment"] or "(null)",
+        "u": job["user"],
+        "P": job["partition"],
+    }
     return re.sub(r"%(\.?\d*)([a-zA-Z])", lambda m: vals.get(m.group(2), "?"), fmt)
 
 
@@ -495,9 +586,23 @@ def cmd_squeue(s: Sched, argv):
     if s.fire("fail", "squeue"):
         sys.stderr.write("slurm_load_jobs error: %s\n" % CONTROLLER_DOWN)
         return 1
-    opts, _ = parse_opts(argv, {"o": "format", "format": 1, "u": "user", "user": 1, "t": "states", "states": 1,
-                                "j": "jobs", "jobs": 1, "n": "name", "name": 1},
-                         {"h": "noheader", "noheader": 1, "r": "array", "array": 1}, positional_stop=False)
+    opts, _ = parse_opts(
+        argv,
+        {
+            "o": "format",
+            "format": 1,
+            "u": "user",
+            "user": 1,
+            "t": "states",
+            "states": 1,
+            "j": "jobs",
+            "jobs": 1,
+            "n": "name",
+            "name": 1,
+        },
+        {"h": "noheader", "noheader": 1, "r": "array", "array": 1},
+        positional_stop=False,
+    )
     fmt = opts.get("format", "%i|%T|%j")
     states = opts.get("states", "")
     want_all = states.lower() == "all"
@@ -532,8 +637,13 @@ def cmd_squeue(s: Sched, argv):
         sys.stderr.write("slurm_load_jobs error: Invalid job id specified\n")
         return 1
     if not opts.get("noheader"):
-        print(re.sub(r"%(\.?\d*)([a-zA-Z])", lambda m: {"i": "JOBID", "T": "STATE", "j": "NAME"}.get(
-            m.group(2), m.group(2).upper()), fmt))
+        print(
+            re.sub(
+                r"%(\.?\d*)([a-zA-Z])",
+                lambda m: {"i": "JOBID", "T": "STATE", "j": "NAME"}.get(m.group(2), m.group(2).upper()),
+                fmt,
+            )
+        )
     for r in rows:
         print(r)
     return 0
@@ -543,10 +653,31 @@ def cmd_sacct(s: Sched, argv):
     if s.fire("fail", "sacct"):
         sys.stderr.write("sacct: error: Problem talking to the database: Connection refused\n")
         return 1
-    opts, _ = parse_opts(argv, {"o": "format", "format": 1, "j": "jobs", "jobs": 1, "u": "user", "user": 1,
-                                "S": "starttime", "starttime": 1, "s": "state", "state": 1},
-                         {"n": "noheader", "noheader": 1, "X": "allocations", "allocations": 1,
-                          "P": "parsable2", "parsable2": 1, "parsable": 1}, positional_stop=False)
+    opts, _ = parse_opts(
+        argv,
+        {
+            "o": "format",
+            "format": 1,
+            "j": "jobs",
+            "jobs": 1,
+            "u": "user",
+            "user": 1,
+            "S": "starttime",
+            "starttime": 1,
+            "s": "state",
+            "state": 1,
+        },
+        {
+            "n": "noheader",
+            "noheader": 1,
+            "X": "allocations",
+            "allocations": 1,
+            "P": "parsable2",
+            "parsable2": 1,
+            "parsable": 1,
+        },
+        positional_stop=False,
+    )
     fields = opts.get("format", "JobID,JobName,State,ExitCode").split(",")
     ids = opts["jobs"].split(",") if "jobs" in opts else None
     users = set(opts["user"].split(",")) if "user" in opts else None
@@ -560,10 +691,18 @@ def cmd_sacct(s: Sched, argv):
             continue
         if users is not None and r["user"] not in users:
             continue
-        vals = {"jobid": jobid, "jobidraw": str(r["id"]), "state": r["state"], "exitcode": r["exit"],
-                "submit": fmt_time(r["submit"]), "start": fmt_time(r["start"]) if r["start"] else "Unknown",
-                "end": fmt_time(r["end"]) if r["end"] else "Unknown", "jobname": r["name"], "comment": r["comment"],
-                "user": r["user"]}
+        vals = {
+            "jobid": jobid,
+            "jobidraw": str(r["id"]),
+            "state": r["state"],
+            "exitcode": r["exit"],
+            "submit": fmt_time(r["submit"]),
+            "start": fmt_time(r["start"]) if r["start"] else "Unknown",
+            "end": fmt_time(r["end"]) if r["end"] else "Unknown",
+            "jobname": r["name"],
+            "comment": r["comment"],
+            "user": r["user"],
+        }
         rows.append("|".join(vals.get(f.lower(), "") for f in fields))
     if not opts.get("noheader"):
         print("|".join(fields))
@@ -574,11 +713,16 @@ def cmd_sacct(s: Sched, argv):
 
 def cmd_scancel(s: Sched, argv):
     if s.fire("fail", "scancel"):
-        sys.stderr.write("scancel: error: Kill job error on job id %s: %s\n" % (argv[-1] if argv else "?",
-                                                                               CONTROLLER_DOWN))
+        sys.stderr.write(
+            "scancel: error: Kill job error on job id %s: %s\n" % (argv[-1] if argv else "?", CONTROLLER_DOWN)
+        )
         return 8
-    opts, rest = parse_opts(argv, {"s": "signal", "signal": 1, "n": "name", "name": 1},
-                            {"f": "full", "full": 1, "b": "batch", "batch": 1}, positional_stop=False)
+    opts, rest = parse_opts(
+        argv,
+        {"s": "signal", "signal": 1, "n": "name", "name": 1},
+        {"f": "full", "full": 1, "b": "batch", "batch": 1},
+        positional_stop=False,
+    )
     sig = opts.get("signal", "TERM")
     signum = getattr(signal, "SIG" + sig.upper().replace("SIG", ""), None) if not str(sig).isdigit() else int(sig)
     targets = []
@@ -619,7 +763,7 @@ def cmd_scontrol(s: Sched, argv):
         print("Slurmctld(primary) at fake is UP")
         return 0
     if argv[:1] in (["release"], ["hold"]) and len(argv) > 1:
-        for job, t, task in s.find(argv[1]):
+        for job, _t, task in s.find(argv[1]):
             job["held"] = argv[0] == "hold"
             if task["state"] == "PENDING":
                 task["reason"] = "JobHeldUser" if job["held"] else "None"
@@ -644,12 +788,19 @@ def cmd_admin(s: Sched, argv):
     return 2
 
 
-COMMANDS = {"sbatch": cmd_sbatch, "squeue": cmd_squeue, "sacct": cmd_sacct, "scancel": cmd_scancel,
-            "scontrol": cmd_scontrol, "fake-sched": cmd_admin}
+COMMANDS = {
+    "sbatch": cmd_sbatch,
+    "squeue": cmd_squeue,
+    "sacct": cmd_sacct,
+    "scancel": cmd_scancel,
+    "scontrol": cmd_scontrol,
+    "fake-sched": cmd_admin,
+}
 
 
 def _user():
     import pwd
+
     return pwd.getpwuid(os.getuid()).pw_name
 
 

@@ -28,9 +28,7 @@ lumi_files = st.lists(st.tuples(run_lumis, st.integers(0, 2000)), min_size=1, ma
     halt=st.booleans(),
     total=st.one_of(st.none(), st.integers(1, 5000)),
 )
-def test_every_lumi_once_limits_hold_failures_flagged(
-    files, target, time_per_event, limit, split_on_run, halt, total
-):
+def test_every_lumi_once_limits_hold_failures_flagged(files, target, time_per_event, limit, split_on_run, halt, total):
     avg = {f.name: f.events_per_lumi for f in files}
     units = [(f.name, r, lumi) for f in files for r, lumi in f.lumis]
     if total is not None:  # reference model: take while the events taken are below total
@@ -41,8 +39,13 @@ def test_every_lumi_once_limits_hold_failures_flagged(
             kept.append(u)
             taken += avg[u[0]]
         units = kept
-    kwargs = dict(time_per_event=time_per_event, job_time_limit=limit, split_on_run=split_on_run,
-                  halt_on_file_boundaries=halt, total_events=total)
+    kwargs = dict(
+        time_per_event=time_per_event,
+        job_time_limit=limit,
+        split_on_run=split_on_run,
+        halt_on_file_boundaries=halt,
+        total_events=total,
+    )
     if not units:
         with pytest.raises(ValueError, match="nothing to process"):
             split_event_aware(files, target, **kwargs)

@@ -65,9 +65,9 @@ def test_split_events_never_passes_the_32_bit_limit(last_offset, total, per_job)
         assert max(s.last for s in slices) <= MAX_EVENT_NUMBER
 
 
-event_files = st.lists(
-    st.tuples(st.integers(0, 60), st.integers(0, 3)), min_size=1, max_size=12
-).map(lambda specs: [EventFile(f"f{i}", n, first) for i, (n, first) in enumerate(specs)])
+event_files = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 3)), min_size=1, max_size=12).map(
+    lambda specs: [EventFile(f"f{i}", n, first) for i, (n, first) in enumerate(specs)]
+)
 
 
 @SETTINGS

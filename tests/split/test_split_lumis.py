@@ -20,9 +20,7 @@ masks = st.one_of(
     st.none(),
     st.dictionaries(
         st.integers(1, 3),
-        st.lists(
-            st.tuples(st.integers(1, 12), st.integers(0, 4)).map(lambda t: [t[0], t[0] + t[1]]), max_size=3
-        ),
+        st.lists(st.tuples(st.integers(1, 12), st.integers(0, 4)).map(lambda t: [t[0], t[0] + t[1]]), max_size=3),
         max_size=3,
     ),
 )
@@ -56,19 +54,31 @@ def breaks(a, b, split_on_run, halt):
     whitelist=whitelists,
     total=st.one_of(st.none(), st.integers(1, 40)),
 )
-def test_every_selected_lumi_once_in_order_limits_hold(
-    files, per_job, split_on_run, halt, mask, whitelist, total
-):
+def test_every_selected_lumi_once_in_order_limits_hold(files, per_job, split_on_run, halt, mask, whitelist, total):
     expected = selected(files, mask, whitelist)
     if total is not None:
         expected = expected[:total]
     if not expected:
         with pytest.raises(ValueError, match="nothing to process"):
-            split_lumis(files, per_job, split_on_run=split_on_run, halt_on_file_boundaries=halt,
-                        lumi_mask=mask, run_whitelist=whitelist, total_lumis=total)
+            split_lumis(
+                files,
+                per_job,
+                split_on_run=split_on_run,
+                halt_on_file_boundaries=halt,
+                lumi_mask=mask,
+                run_whitelist=whitelist,
+                total_lumis=total,
+            )
         return
-    slices = split_lumis(files, per_job, split_on_run=split_on_run, halt_on_file_boundaries=halt,
-                         lumi_mask=mask, run_whitelist=whitelist, total_lumis=total)
+    slices = split_lumis(
+        files,
+        per_job,
+        split_on_run=split_on_run,
+        halt_on_file_boundaries=halt,
+        lumi_mask=mask,
+        run_whitelist=whitelist,
+        total_lumis=total,
+    )
     assert [u for s in slices for u in s.lumis] == expected
     avg = {f.name: f.events_per_lumi for f in files}
     for s in slices:
@@ -103,9 +113,7 @@ def test_lumis_per_job_and_run_boundaries():
 
 def test_split_on_run_false_and_halt_on_file_boundaries():
     files = [LumiFile("a", [(1, 1), (2, 1)]), LumiFile("b", [(2, 2)])]
-    assert [s.lumis for s in split_lumis(files, 5, split_on_run=False)] == [
-        (("a", 1, 1), ("a", 2, 1), ("b", 2, 2))
-    ]
+    assert [s.lumis for s in split_lumis(files, 5, split_on_run=False)] == [(("a", 1, 1), ("a", 2, 1), ("b", 2, 2))]
     assert [s.lumis for s in split_lumis(files, 5, split_on_run=False, halt_on_file_boundaries=True)] == [
         (("a", 1, 1), ("a", 2, 1)),
         (("b", 2, 2),),

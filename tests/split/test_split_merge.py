@@ -31,9 +31,7 @@ merge_files = st.lists(st.tuples(st.integers(0, 150), st.integers(0, 60)), min_s
 )
 def test_merge_every_file_once_in_order_limits_hold(files, max_size, max_events, min_fraction):
     min_size = int(max_size * min_fraction)
-    slices = split_merge_by_size(
-        files, max_merge_size=max_size, max_merge_events=max_events, min_merge_size=min_size
-    )
+    slices = split_merge_by_size(files, max_merge_size=max_size, max_merge_events=max_events, min_merge_size=min_size)
     by_name = {f.name: f for f in files}
     assert [n for s in slices for n in s.files] == [f.name for f in files]
     ev_limit = max_events if max_events is not None else float("inf")

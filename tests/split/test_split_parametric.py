@@ -245,8 +245,9 @@ def test_dirac_rfc_15_example():
 
 
 def test_caller_variables_and_their_limits():
-    jobs = split_parametric({"Parameters": ["a", "b"], "Out": ["${GridJob}_$Parameter"]},
-                            source_job="1", variables={"GridJob": "g42"})
+    jobs = split_parametric(
+        {"Parameters": ["a", "b"], "Out": ["${GridJob}_$Parameter"]}, source_job="1", variables={"GridJob": "g42"}
+    )
     assert [j.description["Out"] for j in jobs] == [["g42_a"], ["g42_b"]]
     with pytest.raises(ValueError, match="would shadow"):
         split_parametric({"Parameters": ["2"]}, source_job="1", variables={"splitid": "x"})

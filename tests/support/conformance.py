@@ -30,13 +30,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from support.env import require_service
-from support.golden import golden
-from support.jimcli import FAST_CONFIG, Jim, processes_of
 from jim.adapters import adapter_class
 from jim.adapters.base import LocalJobSpec, SubmitChunk
 from jim.paths import Home
 from jim.states import LocalState
+
+from support.env import require_service
+from support.golden import golden
+from support.jimcli import FAST_CONFIG, Jim, processes_of
 
 
 class AdapterConformance:
@@ -81,11 +82,13 @@ class AdapterConformance:
         jim_env.env.update(self.service_env())
         jim_env.config.write_text(
             FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 8.0")
-            + f'\n[batch]\nadapter = "{self.adapter}"\n{self.batch_options()}\n')
+            + f'\n[batch]\nadapter = "{self.adapter}"\n{self.batch_options()}\n'
+        )
         return jim_env
 
     def adapter_instance(self, jim: Jim):
         import tomllib
+
         cfg = tomllib.loads(jim.config.read_text())["batch"]
         cfg.pop("adapter")
         old = dict(os.environ)
@@ -119,7 +122,7 @@ class AdapterConformance:
             assert len(submissions) <= self.bulk_submissions, f"25 local jobs took {len(submissions)} submissions"
 
     def test_status_is_three_valued(self, cjim):
-        job = cjim.submit('&(executable=/bin/sleep)(arguments=120)(count=2)')
+        job = cjim.submit("&(executable=/bin/sleep)(arguments=120)(count=2)")
         st = self._running(cjim, job, 2, self.turnaround)
         adapter = self.adapter_instance(cjim)
         bid = st["localJobs"][0]["batchId"]
@@ -136,7 +139,7 @@ class AdapterConformance:
         cjim.protocol("cancel", "--job-id", job)
 
     def test_vanished_job_is_never_done(self, cjim):
-        job = cjim.submit('&(executable=/bin/sleep)(arguments=120)(count=2)')
+        job = cjim.submit("&(executable=/bin/sleep)(arguments=120)(count=2)")
         st = self._running(cjim, job, 2, self.turnaround)
         self.kill_outside_jim(st["localJobs"][0]["batchId"], {**os.environ, **self.service_env()})
         deadline = time.monotonic() + self.turnaround + 30
@@ -150,7 +153,7 @@ class AdapterConformance:
         cjim.protocol("cancel", "--job-id", job)
 
     def test_cancel_leaves_nothing(self, cjim):
-        job = cjim.submit('&(executable=/bin/sleep)(arguments=300)(count=6)')
+        job = cjim.submit("&(executable=/bin/sleep)(arguments=300)(count=6)")
         self._running(cjim, job, 3, self.turnaround)
         out = cjim.protocol("cancel", "--job-id", job)
         assert out["JOB_STATE"] == "FAILED"
@@ -172,8 +175,10 @@ class AdapterConformance:
         ledger = tmp_path / "ledger"
         ledger.write_text("")
         ledger.chmod(0o666)
-        job = cjim.submit(f'&(executable=/bin/sh)(arguments=-c "echo $JIM_INDEX >> {ledger}")(count=8)',
-                          env={"JIM_FAULT": "worker-after-submit"})
+        job = cjim.submit(
+            f'&(executable=/bin/sh)(arguments=-c "echo $JIM_INDEX >> {ledger}")(count=8)',
+            env={"JIM_FAULT": "worker-after-submit"},
+        )
         out = cjim.wait(job, timeout=self.turnaround * 3)
         assert out["JOB_STATE"] == "DONE", cjim.run("status", job).stdout
         ran = sorted(int(x) for x in ledger.read_text().split())
@@ -182,7 +187,7 @@ class AdapterConformance:
     def test_query_failure_is_no_news_and_degrades(self, cjim, tmp_path):
         if self.query_command is None:
             pytest.skip(f"the {self.adapter} status query cannot fail")
-        job = cjim.submit('&(executable=/bin/sleep)(arguments=60)(count=2)')
+        job = cjim.submit("&(executable=/bin/sleep)(arguments=60)(count=2)")
         self._running(cjim, job, 2, self.turnaround)
         shim = tmp_path / "shim"
         shim.mkdir()
@@ -216,9 +221,14 @@ class AdapterConformance:
         """Subclasses with a job script check it here (see test_slurm_golden.py for the pattern)."""
         cls = adapter_class(self.adapter)
         a = cls(Home(tmp_path).ensure(), {})
-        chunk = SubmitChunk("20261122-070000-abcdef01", [LocalJobSpec(k, f"t.{k}") for k in range(3)],
-                            job_dir=Path("/jim/jobs/x"), wrapper=Path("/jim/jobs/x/wrapper.py"),
-                            sandbox=Path("/jim/jobs/x/sandbox.tar.gz"), outroot=Path("/jim/jobs/x/local"))
+        chunk = SubmitChunk(
+            "20261122-070000-abcdef01",
+            [LocalJobSpec(k, f"t.{k}") for k in range(3)],
+            job_dir=Path("/jim/jobs/x"),
+            wrapper=Path("/jim/jobs/x/wrapper.py"),
+            sandbox=Path("/jim/jobs/x/sandbox.tar.gz"),
+            outroot=Path("/jim/jobs/x/local"),
+        )
         text = self.render_for_golden(a, chunk)
         if text is None:
             pytest.skip(f"{self.adapter} has no job script")

@@ -74,9 +74,13 @@ class FakeAdapter(Adapter):
         self.calls.append(("query", sorted(batch_ids)))
         if self.faults.query_down:
             return QueryResult(ok=False, error="the batch system does not answer")
-        return QueryResult(ok=True, statuses={bid: BatchStatus(j.state, exit_code=j.exit_code, native=j.state.value,
-                                                               tag=j.tag)
-                                              for bid, j in self.jobs.items()})
+        return QueryResult(
+            ok=True,
+            statuses={
+                bid: BatchStatus(j.state, exit_code=j.exit_code, native=j.state.value, tag=j.tag)
+                for bid, j in self.jobs.items()
+            },
+        )
 
     def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
         self.calls.append(("find_by_tag", sorted(tags)))

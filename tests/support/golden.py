@@ -24,5 +24,7 @@ def golden(name: str, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     if not path.exists():
-        pytest.fail(f"golden file {path.relative_to(DATA.parent.parent)} is missing; to write it, rerun with {ACCEPT}=1")
+        pytest.fail(
+            f"golden file {path.relative_to(DATA.parent.parent)} is missing; to write it, rerun with {ACCEPT}=1"
+        )
     assert text == path.read_text(), f"{name} changed; if intended, rerun with {ACCEPT}=1 and review the diff"

@@ -52,16 +52,18 @@ class Jim:
         e = dict(self.env)
         if env:
             e.update(env)
-        return subprocess.run([sys.executable, "-m", "jim", *args], capture_output=True, text=True,
-                              env=e, timeout=timeout, input=input)
+        return subprocess.run(
+            [sys.executable, "-m", "jim", *args], capture_output=True, text=True, env=e, timeout=timeout, input=input
+        )
 
     def protocol(self, *args: str, **kw) -> dict[str, str]:
         """Run a protocol command; every stdout line must be KEY=VALUE."""
         proc = self.run(*args, **kw)
         out = {}
         for line in proc.stdout.splitlines():
-            assert "=" in line and line.split("=", 1)[0].isupper(), \
+            assert "=" in line and line.split("=", 1)[0].isupper(), (
                 f"non-protocol line on stdout: {line!r}\nstderr: {proc.stderr}"
+            )
             k, v = line.split("=", 1)
             out[k] = v
         out["_rc"] = str(proc.returncode)
@@ -88,8 +90,10 @@ class Jim:
                 out["_seen"] = ",".join(seen)
                 return out
             time.sleep(0.2)
-        raise AssertionError(f"grid job {job_id} not in {states} after {timeout} s; seen {seen}; "
-                             f"status:\n{self.run('status', job_id).stdout}")
+        raise AssertionError(
+            f"grid job {job_id} not in {states} after {timeout} s; seen {seen}; "
+            f"status:\n{self.run('status', job_id).stdout}"
+        )
 
     def status(self, job_id: str) -> dict:
         proc = self.run("status", job_id, "--json")
@@ -141,8 +145,6 @@ def validate_home(home: Path) -> list[str]:
     for path in sorted((home / "db").glob("*.xml")):
         errors += [f"{path.name}: {e}" for e in validate(path)]
     return errors
-
-
 
 
 def write_config(jim: Jim, extra: str) -> None:

@@ -31,6 +31,7 @@ SGE_VARIABLES = ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT", "
 
 # -- Slurm -------------------------------------------------------------------------
 
+
 def slurm_env(wait: float = 90.0) -> dict[str, str] | None:
     """The environment for the test cluster, or None when it is not running.
 
@@ -73,6 +74,7 @@ def cluster_lock(timeout: float = 1800.0) -> Iterator[None]:
 
 # -- PBS (Slurm's torque wrappers) -------------------------------------------------------
 
+
 def pbs_available() -> bool:
     return (PBS_BIN / "qsub").exists() and (PBS_BIN / "qstat").exists() and slurm_env() is not None
 
@@ -83,14 +85,18 @@ def pbs_env() -> dict[str, str]:
 
 # -- Grid Engine -------------------------------------------------------------------------
 
+
 def sge_env() -> dict[str, str] | None:
     """The environment of the test cell (SGE_ROOT, SGE_CELL, ports, PATH), if it is up."""
     env_sh = SGE_STATE / "env.sh"
     if not env_sh.exists():
         return None
     try:
-        p = subprocess.run(["bash", "-c", f'. "{env_sh}" && "{SGE_SERVICE}/ctl.sh" status >/dev/null && env -0'],
-                           capture_output=True, timeout=30)
+        p = subprocess.run(
+            ["bash", "-c", f'. "{env_sh}" && "{SGE_SERVICE}/ctl.sh" status >/dev/null && env -0'],
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if p.returncode != 0:

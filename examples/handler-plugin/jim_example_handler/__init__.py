@@ -38,13 +38,17 @@ class SeedsHandler(Handler):
             raise InvalidAttribute("seeds jobs need seeds=<number of local jobs>")
         first = desc.get_int("firstseed", 1, minimum=0)
         cap, why = self.max_local_jobs(desc)
-        check_count(n, cap, why)          # refuse more local jobs than the user or the site allow
-        self.executable_argv(desc)        # no executable: refused now, not later in the worker
+        check_count(n, cap, why)  # refuse more local jobs than the user or the site allow
+        self.executable_argv(desc)  # no executable: refused now, not later in the worker
         stride = int(self.opts["stride"])
         seeds = [first + k * stride for k in range(n)]
-        slices = [LocalSlice(params={"seed": str(s)}) for s in seeds]   # recorded, and $JIM_PARAM_seed
-        return Plan(slices, "seeds", f"{n} local jobs, one per seed: {seeds[0]} to {seeds[-1]} by {stride}",
-                    attrs={"unit": "seeds", "firstSeed": first, "stride": stride})
+        slices = [LocalSlice(params={"seed": str(s)}) for s in seeds]  # recorded, and $JIM_PARAM_seed
+        return Plan(
+            slices,
+            "seeds",
+            f"{n} local jobs, one per seed: {seeds[0]} to {seeds[-1]} by {stride}",
+            attrs={"unit": "seeds", "firstSeed": first, "stride": stride},
+        )
 
     def prepareWorkArea(self, desc, plan, area):
         self.add_input_files(desc, area)  # the job's inputfiles, as every built-in type does

@@ -634,6 +634,7 @@ def test_held_job_records_the_hold_reason(cjim):
     assert any(c["job_spec"] == [lj[1]["batchId"]] for c in cjim.fake.calls("act"))
 
 
+@pytest.mark.slow  # (waits for the fake schedd's history)
 def test_jobs_that_left_the_queue_are_settled_from_the_history(cjim):
     """No wrapper ran (scripted exits), so no exit-code file: the history decides, never silence."""
     cjim.fake.state.dir.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,8 @@ import pytest
 from fake_sched import FakeSched
 from support.conformance import AdapterConformance
 
+pytestmark = pytest.mark.slow  # (whole grid jobs through the fake batch system: seconds each)
+
 
 class TestFakeSchedConformance(AdapterConformance):
     __test__ = True

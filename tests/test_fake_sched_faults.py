@@ -20,6 +20,8 @@ from jim.states import LocalState
 from fake_sched import FakeSched
 from support.jimcli import FAST_CONFIG
 
+pytestmark = pytest.mark.slow  # (whole grid jobs through the fake batch system: seconds each)
+
 TERMINAL = {s.value for s in LocalState if s.terminal}
 
 

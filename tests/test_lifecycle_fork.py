@@ -293,6 +293,7 @@ def test_poll_of_unknown_job(jim_env):
     assert out["ERROR"] == "156"
 
 
+@pytest.mark.slow  # (waits out the grace period)
 def test_lost_local_job_when_killed_without_exit_file(jim_env):
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=300)(count=2)")
     deadline = time.monotonic() + 30

@@ -138,6 +138,7 @@ class AdapterConformance:
         assert res.lookup("99999999_0") is None  # absent
         cjim.protocol("cancel", "--job-id", job)
 
+    @pytest.mark.slow  # (waits out the grace period)
     def test_vanished_job_is_never_done(self, cjim):
         job = cjim.submit("&(executable=/bin/sleep)(arguments=120)(count=2)")
         st = self._running(cjim, job, 2, self.turnaround)

@@ -65,8 +65,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
 from jim import localfiles
 from jim.errors import BatchError, CancelError, ConfigError, JimError, QueryError, SubmitError
 from jim.locks import SingleInstance
@@ -549,6 +547,8 @@ class Adapter(abc.ABC):
     ) -> T:
         """Call ``fn`` and retry transient failures with exponential backoff; ``before_retry(failure)``
         runs before each retry (an exception from it ends the retries)."""
+        # (lazy: loading the configuration imports this module for the options; tenacity adds ~8 ms)
+        from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
         def transient(e: BaseException) -> bool:
             return bool(getattr(e, "transient", False))

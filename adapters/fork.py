@@ -22,16 +22,26 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import psutil
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from jim.adapters.base import Adapter, AdapterOptions, BatchStatus, QueryResult, SubmitChunk
 from jim.errors import SubmitError
 from jim.proc import spawn_detached
 from jim.states import LocalState
 
+if TYPE_CHECKING:
+    import psutil
+
 _UNKNOWN_START = "?"
+
+
+def _ps() -> ModuleType:
+    """psutil, imported on first use: loading the configuration imports this module for its
+    options, and psutil would add ~12 ms to every ``jim submit``."""
+    import psutil  # (lazy: see above)
+
+    return psutil
 
 
 def _identity(batch_id: str) -> tuple[int, float | None]:
@@ -41,6 +51,7 @@ def _identity(batch_id: str) -> tuple[int, float | None]:
 
 def _process(batch_id: str) -> psutil.Process | None:
     """The live process of this batch id, or None (gone, zombie, or a reused pid)."""
+    ps = _ps()
     try:
         pid, start = _identity(batch_id)
     except ValueError:
@@ -48,11 +59,11 @@ def _process(batch_id: str) -> psutil.Process | None:
     if start is None:
         return None
     try:
-        p = psutil.Process(pid)
-        if abs(p.create_time() - start) > 0.05 or p.status() == psutil.STATUS_ZOMBIE:
+        p = ps.Process(pid)
+        if abs(p.create_time() - start) > 0.05 or p.status() == ps.STATUS_ZOMBIE:
             return None
         return p
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except (ps.NoSuchProcess, ps.AccessDenied):
         return None
 
 
@@ -76,6 +87,7 @@ class ForkAdapter(Adapter):
         return self.options.python or sys.executable
 
     def submit_group(self, chunk: SubmitChunk, group: list[int]) -> dict[int, str]:
+        ps = _ps()
         ids: dict[int, str] = {}
         scratch = chunk.job_dir / "scratch"
         scratch.mkdir(mode=0o700, exist_ok=True)
@@ -91,8 +103,8 @@ class ForkAdapter(Adapter):
                 raise SubmitError(f"cannot start local job {index}: {e}", argv=argv, transient=True) from e
             assert release is not None
             try:
-                start = psutil.Process(pid).create_time()
-            except psutil.Error:  # cannot happen while it waits for us; be safe anyway
+                start = ps.Process(pid).create_time()
+            except ps.Error:  # cannot happen while it waits for us; be safe anyway
                 release(False)
                 raise SubmitError(f"local job {index} vanished before it started", argv=argv, transient=True) from None
             ids[index] = f"{pid}:{start:.3f}"
@@ -111,6 +123,7 @@ class ForkAdapter(Adapter):
 
     def cancel_batch(self, units: Sequence[str], grace: float) -> None:
         """SIGTERM to each wrapper's process group; SIGKILL to what is left of them after ``grace``."""
+        ps = _ps()
         victims: list[psutil.Process] = []
         for bid in units:
             p = _process(bid)
@@ -120,9 +133,9 @@ class ForkAdapter(Adapter):
                 victims.append(p)
                 victims.extend(p.children(recursive=True))
                 os.killpg(p.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError, psutil.Error):
+            except (ProcessLookupError, PermissionError, ps.Error):
                 pass
-        _gone, alive = psutil.wait_procs(victims, timeout=grace)
+        _gone, alive = ps.wait_procs(victims, timeout=grace)
         for p in alive:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -130,19 +143,20 @@ class ForkAdapter(Adapter):
                 pass
             try:
                 p.kill()
-            except psutil.Error:
+            except ps.Error:
                 pass
-        psutil.wait_procs(alive, timeout=2.0)
+        ps.wait_procs(alive, timeout=2.0)
 
     def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
+        ps = _ps()
         wanted = set(tags)
         found: dict[str, str] = {}
-        for p in psutil.process_iter(["pid", "create_time"]):
+        for p in ps.process_iter(["pid", "create_time"]):
             try:
                 tag = p.environ().get("JIM_TAG")
-            except (psutil.Error, OSError):
+            except (ps.Error, OSError):
                 continue
-            if tag in wanted and p.status() != psutil.STATUS_ZOMBIE:
+            if tag in wanted and p.status() != ps.STATUS_ZOMBIE:
                 # the wrapper is the session leader; its children inherit JIM_TAG
                 if os.getsid(p.pid) == p.pid:
                     found[tag] = f"{p.pid}:{p.info['create_time']:.3f}"
@@ -157,17 +171,18 @@ class ForkAdapter(Adapter):
 
     def free_slots(self) -> int | None:
         """This host's CPUs minus the running local jobs of this user (wrappers: session leaders with JIM_TAG)."""
+        ps = _ps()
         running = 0
-        for p in psutil.process_iter(["uids"]):
+        for p in ps.process_iter(["uids"]):
             try:
                 if (
                     p.info["uids"]
                     and p.info["uids"].real == os.getuid()
                     and os.getsid(p.pid) == p.pid
                     and "JIM_TAG" in p.environ()
-                    and p.status() != psutil.STATUS_ZOMBIE
+                    and p.status() != ps.STATUS_ZOMBIE
                 ):
                     running += 1
-            except (psutil.Error, OSError):
+            except (ps.Error, OSError):
                 continue
         return max(0, (os.cpu_count() or 1) - running)

@@ -21,12 +21,13 @@ and ``fcntl`` are imported then); the stages call :func:`start_worker`,
 from __future__ import annotations
 
 import os
-import signal
 import time
-from collections.abc import Callable
-
 from jim.locks import SingleInstance
 from jim.proc import detach, jim_argv, spawn_detached
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: poll's hot path imports this module)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 WORKER_COMMAND = "_worker"
 MONITOR_COMMAND = "_monitor"
@@ -86,6 +87,8 @@ def stop_worker(home: str | os.PathLike[str], job_id: str, timeout: float = 5.0)
         return
     pid = lock.holder_pid()
     if pid:
+        import signal  # (lazy: it imports enum, and poll's hot path imports this module)
+
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

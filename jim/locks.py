@@ -8,18 +8,16 @@ Two kinds:
   worker of a grid job, the per-user monitor); ``acquire`` never waits, and
   the pid of the holder is written into the file for people and for cancel.
 
-Only ``os``, ``fcntl`` and ``time`` are needed: ``jim poll`` asks whether the
-worker and the monitor run.
+Only ``os``, ``fcntl`` and ``time`` are imported (not even ``contextlib``):
+``jim poll`` asks whether the worker and the monitor run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 import time
-from collections.abc import Iterator
 
 from jim.errors import LockTimeout
 
@@ -28,28 +26,40 @@ def _open(path: str | os.PathLike[str]) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
-@contextlib.contextmanager
-def locked(path: str | os.PathLike[str], timeout: float = 10.0, *, shared: bool = False) -> Iterator[None]:
+class locked:  # noqa: N801 (used as a function: ``with locked(path, timeout):``)
     """Hold an exclusive (or shared) lock on ``path`` for the ``with`` block."""
-    fd = _open(path)
-    try:
-        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
-        deadline = time.monotonic() + timeout
+
+    def __init__(self, path: str | os.PathLike[str], timeout: float = 10.0, *, shared: bool = False):
+        self.path, self.timeout, self.shared = path, timeout, shared
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        self.fd = _open(self.path)
+        try:
+            self._wait()
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+    def _wait(self) -> None:
+        mode = (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        deadline = time.monotonic() + self.timeout
         delay = 0.002
         while True:
             try:
-                fcntl.flock(fd, mode)
-                break
+                fcntl.flock(self.fd, mode)
+                return
             except OSError as e:
                 if e.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if time.monotonic() >= deadline:
-                    raise LockTimeout(f"could not lock {os.path.basename(path)} within {timeout:g} s") from None
+                    name = os.path.basename(self.path)
+                    raise LockTimeout(f"could not lock {name} within {self.timeout:g} s") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
-        yield
-    finally:
-        os.close(fd)
 
 
 class SingleInstance:

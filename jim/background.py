@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+
 from jim.locks import SingleInstance
 from jim.proc import detach, jim_argv, spawn_detached
 

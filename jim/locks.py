@@ -26,7 +26,7 @@ def _open(path: str | os.PathLike[str]) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
-class locked:  # noqa: N801 (used as a function: ``with locked(path, timeout):``)
+class locked:
     """Hold an exclusive (or shared) lock on ``path`` for the ``with`` block."""
 
     def __init__(self, path: str | os.PathLike[str], timeout: float = 10.0, *, shared: bool = False):

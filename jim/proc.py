@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: poll's hot path imports this module)
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -56,14 +56,13 @@ import pwd
 import re
 import shlex
 import string
-import subprocess
 import time
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jim import localfiles
 from jim.errors import BatchError, CancelError, ConfigError, JimError, QueryError, SubmitError
@@ -72,6 +71,9 @@ from jim.log import for_job
 from jim.paths import Home
 from jim.ranges import runs
 from jim.states import Evidence, LocalState
+
+if TYPE_CHECKING:
+    import subprocess
 
 log = logging.getLogger("jim.adapters")
 T = TypeVar("T")
@@ -491,6 +493,8 @@ class Adapter(abc.ABC):
         A non-zero exit raises ``error`` (transient by :attr:`transient_errors`)
         unless ``check`` is false or ``accept(proc)`` says that answer is fine.
         """
+        import subprocess  # (lazy: loading the configuration imports this module; subprocess costs ms)
+
         timeout = self.options.command_timeout if timeout is None else timeout
         started = time.monotonic()
         try:

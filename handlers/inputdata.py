@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 
 from jim.errors import InvalidAttribute
+from jim.handlers.base import Handler
 
 _COUNT = re.compile(r"[0-9]+\Z")
 _LUMIS = re.compile(r"([0-9]+):([0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)\Z")
@@ -47,9 +48,10 @@ class InputEntry:
 
 def entries(desc) -> list[InputEntry]:
     """The ``inputdata`` values of ``desc``; refuses an empty list, bad names and nesting."""
-    out = []
+    out: list[InputEntry] = []
     directory = desc.get("directory") or os.path.expanduser("~")
     for value in desc.attrs.get("inputdata", []):
+        columns: tuple[str, ...]
         if isinstance(value, str):
             name, columns = value, ()
         elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -113,7 +115,7 @@ def add_file_lists(plan, area) -> None:
         area.add_bytes(list_name(k), "".join(f + "\n" for f in files).encode())
 
 
-class InputDataWorkArea:
+class InputDataWorkArea(Handler):
     """``prepareWorkArea`` and ``getCommandAndArguments`` of the job types that read ``inputdata``
     (mixed into a :class:`jim.handlers.base.Handler`): the sandbox holds each local job's file list;
     with the option ``files_as_arguments`` the files are also appended to the command."""

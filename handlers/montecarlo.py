@@ -33,6 +33,7 @@ jobs plus a tail.  The plan records ``perJob``, ``estSecondsPerJob``,
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers.base import Handler, LocalSlice, Plan
@@ -81,7 +82,7 @@ class MonteCarloHandler(Handler):
             raise InvalidAttribute(str(e)) from None
         plan_slices = []
         for s in slices:
-            attrs = {"firstEvent": s.first, "lastEvent": s.last, "events": s.count}
+            attrs: dict[str, Any] = {"firstEvent": s.first, "lastEvent": s.last, "events": s.count}
             est = budget.estimate(s.count)
             if est is not None:
                 attrs["estSeconds"] = f"{est:.0f}"
@@ -106,7 +107,7 @@ class MonteCarloHandler(Handler):
                 f"{self.site.recommended_cpu_per_job:g} s and {budget.limit.describe()}"
             )
         expl += ")"
-        attrs = {
+        plan_attrs: dict[str, Any] = {
             "unit": "events",
             "total": total,
             "firstEvent": first,
@@ -116,10 +117,10 @@ class MonteCarloHandler(Handler):
             "estSecondsPerJob": f"{est:.0f}" if est is not None else None,
         }
         if cpe is not None:
-            attrs.update(budget.limit.record())
+            plan_attrs.update(budget.limit.record())
             if self.cpu_power() != 1:
-                attrs["cpuPower"] = f"{self.cpu_power():g}"
-        return Plan(plan_slices, binding, expl, attrs=attrs)
+                plan_attrs["cpuPower"] = f"{self.cpu_power():g}"
+        return Plan(plan_slices, binding, expl, attrs=plan_attrs)
 
     def prepareWorkArea(self, desc, plan, area) -> None:
         self.add_input_files(desc, area)

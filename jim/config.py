@@ -48,15 +48,19 @@ import dataclasses
 import os
 import pwd
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jim.adapters import options_for
 from jim.adapters.base import AdapterOptions
 from jim.errors import ConfigError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 DEFAULT_CONFIG_PATH = Path("/etc/jim/jim.toml")
 
@@ -164,7 +168,7 @@ def _section(cls: type[T], table: dict[str, Any], where: str) -> T:
     return cls(**kwargs)
 
 
-def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] | None = None) -> Config:
+def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str] | None = None) -> Config:
     """A Config from an already-parsed TOML document."""
     env = os.environ if env is None else env
     data = dict(data)
@@ -210,7 +214,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: dict[str, str] |
     )
 
 
-def config_path(env: dict[str, str] | None = None) -> Path | None:
+def config_path(env: Mapping[str, str] | None = None) -> Path | None:
     env = os.environ if env is None else env
     if env.get("JIM_CONFIG"):
         return Path(env["JIM_CONFIG"])
@@ -219,7 +223,7 @@ def config_path(env: dict[str, str] | None = None) -> Path | None:
     return None
 
 
-def load(env: dict[str, str] | None = None) -> Config:
+def load(env: Mapping[str, str] | None = None) -> Config:
     """Load the configuration for this process (see the module docstring)."""
     path = config_path(env)
     if path is None:

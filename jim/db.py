@@ -89,6 +89,22 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
+def required(el: etree._Element, name: str) -> str:
+    """An attribute the schema requires: jim writes every record, so a missing one is a corrupt file."""
+    value = el.get(name)
+    if value is None:
+        raise DatabaseError(f"<{el.tag}> without the {name!r} the schema requires: corrupt record")
+    return value
+
+
+def child(el: etree._Element, tag: str) -> etree._Element:
+    """A child element the schema requires (see :func:`required`)."""
+    found = el.find(tag)
+    if found is None:
+        raise DatabaseError(f"<{el.tag}> without the <{tag}> the schema requires: corrupt record")
+    return found
+
+
 def _clean(value: Any) -> str:
     """Text that XML can hold: characters XML forbids become U+FFFD."""
     s = value if isinstance(value, str) else str(value)
@@ -110,15 +126,15 @@ class LocalJob:
 
     @property
     def index(self) -> int:
-        return int(self.el.get("index"))
+        return int(required(self.el, "index"))
 
     @property
     def tag(self) -> str:
-        return self.el.get("tag")
+        return required(self.el, "tag")
 
     @property
     def state(self) -> LocalState:
-        return LocalState(self.el.get("state"))
+        return LocalState(required(self.el, "state"))
 
     @property
     def batch_id(self) -> str | None:
@@ -150,10 +166,10 @@ class LocalJob:
     @property
     def slice(self) -> dict[str, str]:
         s = self.el.find("slice")
-        out = dict(s.attrib) if s is not None else {}
+        out = {str(k): str(v) for k, v in s.attrib.items()} if s is not None else {}
         if s is not None:
             for p in s.findall("param"):
-                out[p.get("name")] = p.get("value")
+                out[required(p, "name")] = required(p, "value")
         return out
 
     def set_state(
@@ -176,7 +192,7 @@ class LocalJob:
             raise ValueError(f"local job {self.index}: terminal state {new.value} needs evidence")
         stamp = now_iso(at)
         self.el.set("state", new.value)
-        hist = self.el.find("history")
+        hist = child(self.el, "history")
         entry = etree.SubElement(hist, "state", name=new.value, at=stamp)
         if evidence is not None:
             ev = evidence.value if isinstance(evidence, Evidence) else str(evidence)
@@ -197,15 +213,15 @@ class LocalJob:
 
     def entered(self, state: LocalState) -> float | None:
         """When this local job last entered ``state`` (from its history)."""
-        for entry in reversed(self.el.find("history")):
+        for entry in reversed(child(self.el, "history")):
             if entry.get("name") == state.value:
                 return parse_iso(entry.get("at"))
         return None
 
     def set_progress(self, phases: dict[str, tuple[int, int]], at: float | None = None) -> bool:
         """Replace the reported phases; True when anything changed."""
-        prog = self.el.find("progress")
-        current = {p.get("name"): (int(p.get("done")), int(p.get("total"))) for p in prog}
+        prog = child(self.el, "progress")
+        current = {required(p, "name"): (int(required(p, "done")), int(required(p, "total"))) for p in prog}
         if current == phases:
             return False
         for p in list(prog):
@@ -217,7 +233,10 @@ class LocalJob:
 
     @property
     def progress(self) -> list[tuple[str, int, int]]:
-        return [(p.get("name"), int(p.get("done")), int(p.get("total"))) for p in self.el.find("progress")]
+        return [
+            (required(p, "name"), int(required(p, "done")), int(required(p, "total")))
+            for p in child(self.el, "progress")
+        ]
 
 
 class GridJob:
@@ -231,11 +250,11 @@ class GridJob:
 
     @property
     def id(self) -> str:
-        return self.root.get("id")
+        return required(self.root, "id")
 
     @property
     def state(self) -> GramState:
-        return GramState[self.root.get("state")]
+        return GramState[required(self.root, "state")]
 
     @property
     def exit_code(self) -> int | None:
@@ -244,7 +263,7 @@ class GridJob:
 
     @property
     def jobtype(self) -> str:
-        return self.root.get("jobtype")
+        return required(self.root, "jobtype")
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self.root.get(name, default)
@@ -262,11 +281,11 @@ class GridJob:
     def local(self, index: int) -> LocalJob:
         return LocalJob(self._local_elements()[index])
 
-    def _local_elements(self) -> list:
+    def _local_elements(self) -> list[etree._Element]:
         # lxml child indexing walks a linked list: keep one list (local jobs are never added or removed)
         els = self.__dict__.get("_els")
         if els is None:
-            els = self.__dict__["_els"] = list(self.root.find("localjobs"))
+            els = self.__dict__["_els"] = list(child(self.root, "localjobs"))
         return els
 
     @property
@@ -286,20 +305,25 @@ class GridJob:
         o.set("tar", _clean(str(tar)))
         o.set("at", now_iso())
 
-    def description(self) -> dict[str, list]:
-        out: dict[str, list] = {}
-        d = self.root.find("description")
+    def description(self) -> dict[str, list[str | list[str]]]:
+        out: dict[str, list[str | list[str]]] = {}
+        d = child(self.root, "description")
         for a in d.findall("attribute"):
-            vals: list = []
+            vals: list[str | list[str]] = []
             for v in a:
                 vals.append(v.text or "" if v.tag == "value" else [x.text or "" for x in v])
-            out[a.get("name")] = vals
+            out[required(a, "name")] = vals
         return out
+
+    @property
+    def source_format(self) -> str:
+        """The form the description was submitted in (rsl, json, jdl, grami)."""
+        return required(child(self.root, "description"), "format")
 
     @property
     def plan(self) -> dict[str, str]:
         p = self.root.find("plan")
-        return dict(p.attrib) if p is not None else {}
+        return {str(k): str(v) for k, v in p.attrib.items()} if p is not None else {}
 
     def meta(self, name: str) -> str | None:
         """A value of the <meta> element (jim-internal settings of this grid job)."""
@@ -327,7 +351,7 @@ class GridJob:
         code = grid_exit_code(((j.state, j.exit_code) for j in jobs), new)
         if code is not None:
             self.root.set("exitCode", str(code))
-        etree.SubElement(self.root.find("history"), "grid", state=new.name, at=stamp)
+        etree.SubElement(child(self.root, "history"), "grid", state=new.name, at=stamp)
         return True
 
     def mark_submitted(self, ids: dict[int, str], intents: dict[int, float], at: float | None = None) -> int:
@@ -349,7 +373,7 @@ class GridJob:
             state = el.get("state")
             if state != planned and state != submitting:
                 continue
-            hist = el.find("history")
+            hist = child(el, "history")
             if state == planned:
                 t = intents.get(index, now)
                 stamp = stamps.get(t) or stamps.setdefault(t, now_iso(t))
@@ -365,8 +389,10 @@ class GridJob:
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
-        for s in _LOCAL_STATES(self.root):
-            out[s] = out.get(s, 0) + 1
+        found = _LOCAL_STATES(self.root)
+        for s in found if isinstance(found, list) else ():
+            state = str(s)
+            out[state] = out.get(state, 0) + 1
         return out
 
     def tostring(self) -> bytes:
@@ -436,7 +462,7 @@ def new_record(
     hist = etree.SubElement(root, "history")
     etree.SubElement(hist, "grid", state=GramState.PENDING.name, at=stamp)
     root.append(_localjobs_element(job_id, slices, stamp))
-    for lj_el, sl in zip(root.find("localjobs"), slices):
+    for lj_el, sl in zip(child(root, "localjobs"), slices):
         if sl.get("failed_on_creation"):
             LocalJob(lj_el).set_state(
                 LocalState.FAILED, evidence=Evidence.CREATION, reason=sl["failed_on_creation"], exit_code=1, at=created
@@ -566,12 +592,12 @@ class Database:
         modification time).
         """
         with locked(self.home.db_lock(job_id), self.lock_timeout):
-            key = known.disk_key if known is not None else None
-            job = (
-                known
-                if key is not None and key == disk_key(self.home.record(job_id), missing=True)
-                else self.read(job_id)
+            fresh = (
+                known is not None
+                and known.disk_key is not None
+                and known.disk_key == disk_key(self.home.record(job_id), missing=True)
             )
+            job = known if known is not None and fresh else self.read(job_id)
             before = job.tostring() if compare else None
             state_before = job.state
             try:
@@ -625,11 +651,11 @@ class Database:
             id=job.id,
             state=job.state.name,
             jobtype=job.jobtype,
-            name=job.get("name", ""),
-            created=job.get("created"),
-            updated=job.get("updated"),
-            localJobs=str(len(job.root.find("localjobs"))),
-            owner=job.get("owner", ""),
+            name=job.get("name") or "",
+            created=required(job.root, "created"),
+            updated=required(job.root, "updated"),
+            localJobs=str(len(child(job.root, "localjobs"))),
+            owner=job.get("owner") or "",
         )
 
     def _write_index(self, root: etree._Element) -> None:
@@ -650,13 +676,6 @@ class Database:
                 root.append(entry)
             self._write_index(root)
 
-    def list(self) -> list[dict[str, str]]:
-        """Every grid job of the index, newest first."""
-        root = self._read_index()
-        jobs = [dict(el.attrib) for el in root.findall("job")]
-        jobs.sort(key=lambda j: j.get("created", ""), reverse=True)
-        return jobs
-
     def active_ids(self) -> list[str]:
         """Grid jobs whose state is not terminal (from the poll summaries: cheap)."""
         out = []
@@ -668,6 +687,13 @@ class Database:
             if found is not None and not summary.terminal(found):
                 out.append(path.stem)
         return sorted(out)
+
+    def list(self) -> list[dict[str, str]]:
+        """Every grid job of the index, newest first."""
+        root = self._read_index()
+        jobs = [{str(k): str(v) for k, v in el.attrib.items()} for el in root.findall("job")]
+        jobs.sort(key=lambda j: j.get("created", ""), reverse=True)
+        return jobs
 
 
 def _failure_reason(job: GridJob) -> str:

@@ -33,7 +33,7 @@ import os
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from jim.errors import DescriptionError, InvalidAttribute, InvalidCount, RslSyntaxError, UnknownAttribute
 
@@ -147,11 +147,12 @@ class JobDescription:
 
     def values(self, name: str) -> list[str]:
         """All values of a flat attribute (nested sequences are an error)."""
-        vals = self.attrs.get(canonical(name), [])
-        for v in vals:
+        words: list[str] = []
+        for v in self.attrs.get(canonical(name), []):
             if not isinstance(v, str):
                 raise InvalidAttribute(f"attribute {name} must be a list of words, not a nested list")
-        return list(vals)
+            words.append(v)
+        return words
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """The single value of ``name``; more than one value is an error."""
@@ -162,8 +163,23 @@ class JobDescription:
             raise InvalidAttribute(f"attribute {name} takes one value, got {len(vals)}: {' '.join(vals)}")
         return vals[0]
 
+    @overload
     def get_int(
-        self, name: str, default: int | None = None, *, minimum: int | None = None, error=InvalidAttribute
+        self, name: str, default: int, *, minimum: int | None = None, error: type[Exception] = InvalidAttribute
+    ) -> int: ...
+
+    @overload
+    def get_int(
+        self, name: str, default: None = None, *, minimum: int | None = None, error: type[Exception] = InvalidAttribute
+    ) -> int | None: ...
+
+    def get_int(
+        self,
+        name: str,
+        default: int | None = None,
+        *,
+        minimum: int | None = None,
+        error: type[Exception] = InvalidAttribute,
     ) -> int | None:
         raw = self.get(name)
         if raw is None:
@@ -487,14 +503,6 @@ def parse_rsl(text: str, env: dict[str, str] | None = None) -> JobDescription:
 # --------------------------------------------------------------------------
 
 
-def _classad_module():
-    try:
-        import classad2 as classad  # htcondor >= 24
-    except ImportError:  # pragma: no cover - older bindings
-        import classad  # type: ignore[no-redef]
-    return classad
-
-
 def parse_jdl(text: str) -> JobDescription:
     """Parse a JDL / ClassAd job description with HTCondor's classad module.
 
@@ -504,7 +512,9 @@ def parse_jdl(text: str) -> JobDescription:
     ``"A=1 B=2"`` string; ``Requirements`` (an expression) is kept as its
     ClassAd text.
     """
-    classad = _classad_module()
+    from jim.requirements.expressions import classad_module  # (lazy: only a JDL needs the ClassAd bindings)
+
+    classad = classad_module()
     try:
         ad = classad.parseOne(text)
     except Exception as e:  # the bindings raise several types
@@ -533,7 +543,7 @@ def _jdl_values(name: str, value: Any, raw: Any) -> list[Value]:
     if isinstance(value, str):
         if name == "arguments":
             try:
-                return shlex.split(value)
+                return [*shlex.split(value)]
             except ValueError as e:
                 raise DescriptionError(f"JDL Arguments: {e}") from None
         if name == "environment":

@@ -380,7 +380,8 @@ def _in_queue(
     lj: LocalJob, status: BatchStatus, ec: localfiles.ExitFile | None, acct: BatchStatus | None, cancelled: bool
 ) -> None:
     """The batch system shows the job: its state; a terminal one says how it ended by the best evidence."""
-    lj.el.attrib.pop("absentSince", None)
+    if "absentSince" in lj.el.attrib:
+        del lj.el.attrib["absentSince"]
     if status.host:
         lj.set("host", status.host)
     if status.state.terminal:

@@ -29,6 +29,7 @@ import re
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 from jim.db import Database, GridJob
 from jim.errors import InvalidAttribute
@@ -77,13 +78,14 @@ def gather(db: Database, job: GridJob) -> Path:
     home = db.home
     target = tar_path_for(db, job)
     root = job.id
+    local_jobs: list[dict[str, Any]] = []
     manifest = {
         "grid_job": job.id,
         "jobtype": job.jobtype,
         "created": job.get("created"),
         "gathered": now_iso(),
         "plan": job.plan,
-        "local_jobs": [],
+        "local_jobs": local_jobs,
     }
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -105,7 +107,7 @@ def gather(db: Database, job: GridJob) -> Path:
                 for f in sorted(outdir.iterdir()):
                     if f.is_file() and _add_file(tar, f, f"{root}/outputs/{f.name}"):
                         files.append(f"outputs/{f.name}")
-            manifest["local_jobs"].append(
+            local_jobs.append(
                 {
                     "index": k,
                     "tag": lj.tag,

@@ -26,7 +26,7 @@ import re
 import time
 from typing import Any
 
-from jim.db import GridJob, LocalJob
+from jim.db import GridJob, LocalJob, required
 from jim.timestamps import parse_iso
 
 ORDER = {
@@ -262,10 +262,11 @@ def job_summary(job: GridJob) -> tuple[dict[str, Any], list[tuple[str, int, int,
     job of 10,000 local jobs builds full rows only for the local jobs it shows."""
     acc: dict[str, list[int]] = {}
     for p in job.root.iterfind("localjobs/localjob/progress/phase"):
-        a = acc.get(p.get("name"))
+        name = required(p, "name")
+        a = acc.get(name)
         if a is None:
-            a = acc[p.get("name")] = [0, 0, 0]
-        done, total = int(p.get("done")), int(p.get("total"))
+            a = acc[name] = [0, 0, 0]
+        done, total = int(required(p, "done")), int(required(p, "total"))
         a[0] += done if done < total else total  # done counts up to total
         a[1] += total
         a[2] += 1

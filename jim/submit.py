@@ -34,8 +34,9 @@ def submit(
     env = dict(os.environ if env is None else env)
     job_id = new_job_id()
     _handler, plan, commands = planning.make_plan(config, desc, job_id=job_id)
-    if desc.has("outputtar"):
-        desc.attrs["outputtar"] = [check_output_tar(desc.get("outputtar"), desc.get("directory"))]
+    outputtar = desc.get("outputtar")
+    if outputtar is not None:
+        desc.attrs["outputtar"] = [check_output_tar(outputtar, desc.get("directory"))]
     home = Home(config.home).ensure()
     record = _record(config, home, job_id, desc, plan, commands, env)
     log = jlog.for_job("jim.submit", job_id)

@@ -53,7 +53,7 @@ from typing import Any
 import jinja2
 
 from jim import __version__
-from jim.db import STYLESHEET_PI, Database, LocalJob
+from jim.db import STYLESHEET_PI, Database, LocalJob, child
 from jim.errors import JimError, JobNotFound
 from jim.jobid import JOB_ID_PATTERN, valid_job_id
 from jim.paths import Home
@@ -72,7 +72,7 @@ MAX_PER_PAGE = 1000
 LOCAL_PER_PAGE = 500  # local jobs per job page
 MAX_LOCAL_PER_PAGE = 10000
 GRID_STATES = [s.name for s in GramState]
-LOCAL_STATES = sorted(LOCAL_ORDER, key=LOCAL_ORDER.get)
+LOCAL_STATES = sorted(LOCAL_ORDER, key=lambda state: LOCAL_ORDER[state])
 TERMINAL_GRID = ("DONE", "FAILED")
 
 _ID = JOB_ID_PATTERN
@@ -267,7 +267,8 @@ class JimServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
+        address, port = self.server_address[:2]
+        host = address.decode() if isinstance(address, bytes) else address
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{port}/"
@@ -554,7 +555,7 @@ class Handler(BaseHTTPRequestHandler):
         page = self._int(query, "page", 1, 1, 10**9)
 
         data, phases = job_summary(job)
-        elements = list(job.root.find("localjobs"))
+        elements = list(child(job.root, "localjobs"))
         shown = [el for el in elements if not lstate or el.get("state") == lstate]
         if order == "attention":
             keyed = [(sort_key(_local_brief(el), now), el) for el in shown]
@@ -610,7 +611,7 @@ class Handler(BaseHTTPRequestHandler):
             n=n,
             description=job.description(),
             source=job.root.findtext("description/source") or "",
-            source_format=job.root.find("description").get("format"),
+            source_format=job.source_format,
             history=history,
             updated_ago=_ago(data.get("updated"), now),
             refresh=REFRESH_JOB_S if active else None,

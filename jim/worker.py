@@ -98,7 +98,7 @@ def build_sandbox(
     if (job_dir / builder.SANDBOX_NAME).exists() and (job_dir / builder.WRAPPER_NAME).exists():
         return
     job = job if job is not None else db.read(job_id)
-    desc = JobDescription(job.description(), source_format=job.root.find("description").get("format"))
+    desc = JobDescription(job.description(), source_format=job.source_format)
     handler = get_handler_class(job.jobtype)(config.site, config.handler_options(job.jobtype))
     plan, commands = planned or planning.load(job_dir)
     area = builder.WorkArea()

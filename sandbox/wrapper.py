@@ -91,7 +91,14 @@ def atomic_write(path, text):
 
 
 def parse_args(argv):
-    opts = {"index": None, "index_env": None, "index_offset": 0, "sandbox": None, "outroot": None, "scratch": None}
+    opts = {
+        "index": None,
+        "index_env": None,
+        "index_offset": 0,
+        "sandbox": None,
+        "outroot": None,
+        "scratch": None,
+    }  # type: dict
     it = iter(argv)
     for a in it:
         key = a.lstrip("-").replace("-", "_")
@@ -129,6 +136,8 @@ def safe_extract(tar_path, dest):
             if not os.path.isdir(parent):
                 os.makedirs(parent, 0o700)
             src = tar.extractfile(m)
+            if src is None:  # a regular file always has a reader
+                raise RuntimeError("sandbox member cannot be read: %r" % m.name)
             with open(target, "wb") as out:
                 shutil.copyfileobj(src, out)
             os.chmod(target, 0o700 if m.mode & 0o100 else 0o600)
@@ -286,7 +295,7 @@ def run_job(manifest, job, index, scratch, outdir, bid, log):
                 continue
     hb.stop.set()
     code = rc if rc >= 0 else 128 - rc
-    info = {"runtime": "%.1f" % (time.time() - hb_started(outdir))}
+    info = {"runtime": "%.1f" % (time.time() - hb_started(outdir))}  # type: dict
     if rc < 0:
         info["signal"] = -rc
     if received:

@@ -78,7 +78,7 @@ class Recorded:
 def replay(monkeypatch):
     def install(**answers: str) -> Recorded:
         fake = Recorded(answers)
-        monkeypatch.setattr("jim.adapters.base.subprocess.run", fake)
+        monkeypatch.setattr(subprocess, "run", fake)  # adapters import subprocess when they first run a command
         return fake
 
     return install
@@ -265,9 +265,7 @@ def test_find_by_tag_sees_a_task_in_a_state_jim_cannot_map(adapter, replay, tmp_
     xml = recorded("qstat-mix").replace("<state>hqw</state>", "<state>Xyz</state>", 1)
     (tmp_path / "qstat.xml").write_text(xml)
     real_run = subprocess.run
-    monkeypatch.setattr(
-        "jim.adapters.base.subprocess.run", lambda argv, **kw: real_run(["cat", str(tmp_path / "qstat.xml")], **kw)
-    )
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: real_run(["cat", str(tmp_path / "qstat.xml")], **kw))
     assert adapter.find_by_tag(G2, [f"{G2}.0"]) == {f"{G2}.0": f"{job('held')}.1"}
 
 

@@ -25,12 +25,12 @@ class InvalidRequirement(InvalidAttribute, ValueError):
 
 
 @lru_cache(maxsize=1)
-def _classad() -> ModuleType:
+def classad_module() -> ModuleType:
     """``classad2`` (htcondor >= 24), else the older ``classad`` bindings."""
     try:
-        import classad2 as module  # type: ignore[import-untyped]
+        import classad2 as module  # (lazy: ~20 ms to import; only ClassAd expressions need it)
     except ImportError:  # pragma: no cover - depends on the installed wheel
-        import classad as module  # type: ignore[import-not-found,no-redef]
+        import classad as module  # (lazy: as above)
     return module
 
 
@@ -41,7 +41,7 @@ def _one_line(text: str) -> str:
 def _parse(text: str) -> Any:
     """The parsed ClassAd expression; raises :class:`InvalidRequirement` when it does not parse."""
     try:
-        return _classad().ExprTree(text)
+        return classad_module().ExprTree(text)
     except Exception as exc:  # the bindings raise their own ClassAdException / SyntaxError
         raise InvalidRequirement(f"requirement expression does not parse: {_one_line(text)}", cause=exc) from exc
 
@@ -59,9 +59,9 @@ def classad_record(text: str) -> dict[str, Any]:
         raise
     except Exception as exc:
         raise InvalidRequirement(f"requirement record does not evaluate: {_one_line(text)}", cause=exc) from exc
-    if not isinstance(ad, _classad().ClassAd):
+    if not isinstance(ad, classad_module().ClassAd):
         raise InvalidRequirement(f"requirement record is not a ClassAd: {_one_line(text)}")
-    undefined_or_error = _classad().Value  # an IntEnum: must not pass for a number
+    undefined_or_error = classad_module().Value  # an IntEnum: must not pass for a number
     record: dict[str, Any] = {}
     for name in ad.keys():  # noqa: SIM118 (a ClassAd, not a dict)
         value = ad.eval(name)
@@ -77,7 +77,7 @@ def classad_record(text: str) -> dict[str, Any]:
 def _referenced_names(expr: Any) -> list[str]:
     """Attribute names an expression refers to, without ``MY.``/``TARGET.`` scope."""
     try:
-        refs = _classad().ClassAd().externalRefs(expr)
+        refs = classad_module().ClassAd().externalRefs(expr)
     except Exception:  # pragma: no cover - very old bindings
         return []
     names: list[str] = []
@@ -162,7 +162,7 @@ class QueueAds:
 
     def _build(self) -> list[tuple[Any, Any]]:
         if self._ads is None:
-            module = _classad()
+            module = classad_module()
             self._ads = []
             for q in self.tree.queues:
                 values = {k: list(v) if isinstance(v, tuple) else v for k, v in q.params.items()}

@@ -9,14 +9,15 @@ Python, but never a sensible event count).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeGuard
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """True for a real integer (``bool`` excluded)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[float]:
     """True for an ``int`` or ``float`` that is finite (``bool`` excluded)."""
     if isinstance(value, bool):
         return False
@@ -27,16 +28,16 @@ def is_number(value: object) -> bool:
 
 def positive_int(name: str, value: object) -> int:
     """Return ``value`` if it is an integer > 0, else raise ValueError."""
-    if not is_int(value) or value <= 0:  # type: ignore[operator]
+    if not is_int(value) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def non_negative_int(name: str, value: object) -> int:
     """Return ``value`` if it is an integer >= 0, else raise ValueError."""
-    if not is_int(value) or value < 0:  # type: ignore[operator]
+    if not is_int(value) or value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def optional_positive_int(name: str, value: object) -> int | None:
@@ -46,16 +47,16 @@ def optional_positive_int(name: str, value: object) -> int | None:
 
 def positive_number(name: str, value: object) -> float:
     """Return ``value`` if it is a finite int/float > 0, else raise ValueError."""
-    if not is_number(value) or value <= 0:  # type: ignore[operator]
+    if not is_number(value) or value <= 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def non_negative_number(name: str, value: object) -> float:
     """Return ``value`` if it is a finite int/float >= 0, else raise ValueError."""
-    if not is_number(value) or value < 0:  # type: ignore[operator]
+    if not is_number(value) or value < 0:
         raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def file_name(value: object) -> str:

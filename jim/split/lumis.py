@@ -43,9 +43,10 @@ Edge cases (decided)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from jim.split._check import (
     file_name,
@@ -271,8 +272,9 @@ class SliceBuilder:
 
 
 def _run_lumi(name: str, item: object) -> tuple[int, int]:
+    pair: Any = item  # whatever it is: anything but a pair of integers is refused below
     try:
-        run, lumi = item  # type: ignore[misc]
+        run, lumi = pair
     except (TypeError, ValueError):
         raise ValueError(f"lumis of file {name!r} must be (run, lumi) pairs, got {item!r}") from None
     if not (is_int(run) and is_int(lumi)) or run < 0 or lumi < 0:
@@ -280,7 +282,7 @@ def _run_lumi(name: str, item: object) -> tuple[int, int]:
     return run, lumi
 
 
-def _lumi_filter(lumi_mask: LumiMask | None, run_whitelist: Collection[int] | None):
+def _lumi_filter(lumi_mask: LumiMask | None, run_whitelist: Collection[int] | None) -> Callable[[int, int], bool]:
     """Return ``keep(run, lumi) -> bool`` for the mask and whitelist (validated here)."""
     runs: frozenset[int] | None = None
     if run_whitelist is not None:
@@ -310,8 +312,8 @@ def _lumi_filter(lumi_mask: LumiMask | None, run_whitelist: Collection[int] | No
 def _mask_run(key: object) -> int:
     if isinstance(key, str) and key.strip().isdigit():
         return int(key)
-    if is_int(key) and key >= 0:  # type: ignore[operator]
-        return key  # type: ignore[return-value]
+    if is_int(key) and key >= 0:
+        return key
     raise ValueError(f"lumi_mask run must be a non-negative integer, got {key!r}")
 
 
@@ -320,7 +322,7 @@ def _mask_ranges(run: int, value: object) -> list[tuple[int, int]]:
     if not isinstance(value, Iterable):
         raise ValueError(f"lumi_mask run {run}: ranges must be a list of [first, last], got {value!r}")
     out = []
-    for item in value:  # type: ignore[attr-defined]
+    for item in value:
         try:
             a, b = item
         except (TypeError, ValueError):

@@ -248,7 +248,9 @@ def expand_jobs(
         named = tuple((s.name, s.values[k]) for s in sequences if s.name is not None)
         own = _job_variables(k, split_id, source, parameter, named)
         lookup = {name.lower(): value for name, value in {**extra, **own}.items()}
-        expanded: dict[str, list[Value]] = {attr: _expand(attr, vals, lookup) for attr, vals in base.items()}
+        expanded: dict[str, list[Value]] = {
+            attr: [_expand(attr, v, lookup) for v in _values_of(attr, vals)] for attr, vals in base.items()
+        }
         expanded.update((name, [value]) for name, value in own.items())
         jobs.append(ParametricJob(k, split_id, source, parameter, named, expanded))
     return jobs
@@ -494,7 +496,14 @@ def _extra_variables(variables: Mapping[str, str] | None) -> dict[str, str]:
     return extra
 
 
-def _expand(attr: str, value: Value | Sequence[Value], lookup: Mapping[str, str]):
+def _values_of(attr: str, values: object) -> Sequence[Value]:
+    """An attribute's list of values (a bare string is not one)."""
+    if isinstance(values, Sequence) and not isinstance(values, str):
+        return values
+    raise ValueError(f"attribute {attr}: values must be strings or lists of strings, got {values!r}")
+
+
+def _expand(attr: str, value: Value, lookup: Mapping[str, str]) -> Value:
     if isinstance(value, str):
         try:
             return _substitute(value, lookup)

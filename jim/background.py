@@ -23,12 +23,11 @@ from __future__ import annotations
 import os
 import time
 
-from jim.locks import SingleInstance
-from jim.proc import detach, jim_argv, spawn_detached
-
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: poll's hot path imports this module)
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from jim.locks import SingleInstance
 
 WORKER_COMMAND = "_worker"
 MONITOR_COMMAND = "_monitor"
@@ -48,14 +47,22 @@ def _error_log(home: str | os.PathLike[str]) -> str:
 
 
 def _spawn(home: str | os.PathLike[str], *args: str) -> None:
+    from jim.proc import jim_argv, spawn_detached  # (lazy: a poll that finds both running starts nothing)
+
     env = dict(os.environ)
     env["JIM_HOME"] = str(home)
     spawn_detached(jim_argv(*args), env=env, cwd=str(home), stderr=_error_log(home))
 
 
+def _lock(path: str) -> SingleInstance:
+    from jim.locks import SingleInstance  # (lazy: a finished grid job's poll never looks at a lock)
+
+    return SingleInstance(path)
+
+
 def running(lock_path: str) -> bool:
     """True when a process holds this background process's lock."""
-    return SingleInstance(lock_path).held_elsewhere()
+    return _lock(lock_path).held_elsewhere()
 
 
 def start_monitor(home: str | os.PathLike[str]) -> bool:
@@ -83,7 +90,7 @@ def ensure_running(home: str, job_id: str, *, worker_needed: bool) -> None:
 
 def stop_worker(home: str | os.PathLike[str], job_id: str, timeout: float = 5.0) -> None:
     """Kill the worker of ``job_id`` if it runs (its intent journal makes that safe: see jim.worker)."""
-    lock = SingleInstance(worker_lock(home, job_id))
+    lock = _lock(worker_lock(home, job_id))
     if not lock.held_elsewhere():
         return
     pid = lock.holder_pid()
@@ -106,4 +113,6 @@ def run_detached(home: str | os.PathLike[str], work: Callable[[], int]) -> None:
     saves a second interpreter start (a few hundred ms before the first batch
     command) when ``jim submit`` starts the worker of the grid job it recorded.
     """
+    from jim.proc import detach  # (lazy: see _spawn)
+
     detach(work, cwd=str(home), stderr=_error_log(home))

@@ -23,20 +23,19 @@ processes if they are needed.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
 from jim import __version__, background, summary
-from jim.errors import BatchError, DescriptionError, JimError, JobNotFound
 from jim.jobid import valid_job_id
 
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing, ~3 ms of poll's hot path)
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, NoReturn
 
     from jim.config import Config
+    from jim.errors import JimError
     from jim.jobdesc import JobDescription
 
 PROTOCOL = ("submit", "poll", "cancel")
@@ -104,9 +103,13 @@ def _fast_poll(args: list[str]) -> int:
     try:
         try:
             if not job_id:
-                raise JobNotFound("poll needs --job-id ID", gram_error=46)
+                _not_found("poll needs --job-id ID", gram_error=46)
             _poll(_home_for_poll(), job_id, out)
-        except JimError as e:
+        except Exception as e:
+            from jim.errors import JimError  # (lazy: a poll that answers never needs the error classes)
+
+            if not isinstance(e, JimError):
+                raise
             code = _report(out, e)
     except Exception as e:  # never a traceback on stdout
         out.lines = []
@@ -130,15 +133,21 @@ def _home_for_poll() -> str:
 def _poll(home: str, job_id: str, out: _Protocol) -> None:
     """Answer from the grid job's poll summary; start the background processes it still needs."""
     if not valid_job_id(job_id):
-        raise JobNotFound(f"no grid job {job_id!r} (not a jim job id)")
+        _not_found(f"no grid job {job_id!r} (not a jim job id)")
     found = summary.read(summary.path(home, job_id))
     if found is None:
-        raise JobNotFound(f"no grid job {job_id}")
+        _not_found(f"no grid job {job_id}")
     for key in summary.PROTOCOL_KEYS:
         if key in found:
             out.emit(key, found[key])
     if not summary.terminal(found):
         background.ensure_running(home, job_id, worker_needed=summary.unsubmitted(found))
+
+
+def _not_found(message: str, gram_error: int | None = None) -> NoReturn:
+    from jim.errors import JobNotFound  # (lazy: see _fast_poll)
+
+    raise JobNotFound(message, gram_error=gram_error)
 
 
 def _log_exception(where: str) -> None:
@@ -242,6 +251,7 @@ def _parser(only: str | None = None) -> Any:
 
 
 def _load_description(args: Any) -> JobDescription:
+    from jim.errors import DescriptionError  # (lazy: not poll's)
     from jim.jobdesc import parse_jdl, parse_json, parse_rsl  # (lazy: submit and plan only, never poll)
 
     if args.rsl is not None:
@@ -279,6 +289,8 @@ def _run(command: str, argv: list[str]) -> int:
     """Parse the arguments of ``command`` and run it; a protocol command's stdout is protocol lines only."""
     protocol = command in PROTOCOL
     if command != background.MONITOR_COMMAND:  # short-lived: garbage collection only costs time
+        import gc  # (lazy: not poll's)
+
         gc.disable()
     if not protocol:  # a person piping into head: end quietly
         import signal  # (lazy: it imports enum; poll's hot path does without)
@@ -300,6 +312,8 @@ def _run(command: str, argv: list[str]) -> int:
 
 
 def _dispatch(args: Any, out: _Protocol | None) -> int:
+    from jim.errors import BatchError, JimError  # (lazy: a poll that answers never needs the error classes)
+
     try:
         from jim.config import load  # (lazy: poll's hot path does without the config)
         from jim.log import setup  # (lazy: likewise)

@@ -47,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pwd
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,6 +227,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     path = config_path(env)
     if path is None:
         return parse({}, env=env)
+    import tomllib  # (lazy: a few ms; a site without a config file never needs it)
+
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

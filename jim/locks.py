@@ -19,8 +19,6 @@ import fcntl
 import os
 import time
 
-from jim.errors import LockTimeout
-
 
 def _open(path: str | os.PathLike[str]) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -57,6 +55,8 @@ class locked:
                     raise
                 if time.monotonic() >= deadline:
                     name = os.path.basename(self.path)
+                    from jim.errors import LockTimeout  # (lazy: poll's lock probe never waits, so never times out)
+
                     raise LockTimeout(f"could not lock {name} within {self.timeout:g} s") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)

@@ -537,9 +537,9 @@ class Adapter(abc.ABC):
         """True when a command's output says a retry may cure its failure."""
         return bool(self._transient and self._transient.search(text))
 
-    def only_gone(self, text: str) -> bool:
-        """True when every line of a cancel command's output only says a job has already gone."""
-        return not [ln for ln in text.splitlines() if ln.strip() and not (self._gone and self._gone.search(ln))]
+    def not_gone(self, text: str) -> list[str]:
+        """The lines of a cancel command's output that say more than "this job has already gone"."""
+        return [ln for ln in text.splitlines() if ln.strip() and not (self._gone and self._gone.search(ln))]
 
     def retrying(
         self,
@@ -844,10 +844,10 @@ class CommandAdapter(Adapter):
         proc = self.run(argv, error=CancelError, check=False)
         self.after_cancel(units, proc)
         text = (proc.stdout + "\n" + proc.stderr).strip()
-        if proc.returncode != 0 and not self.only_gone(text):
-            bad = next(ln for ln in text.splitlines() if ln.strip() and not (self._gone and self._gone.search(ln)))
+        bad = self.not_gone(text) if proc.returncode != 0 else []
+        if bad:
             raise CancelError(
-                f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {bad.strip()}",
+                f"{os.path.basename(argv[0])} failed (exit {proc.returncode}): {bad[0].strip()}",
                 argv=argv,
                 returncode=proc.returncode,
                 stdout=proc.stdout,

@@ -47,11 +47,10 @@ def _error_log(home: str | os.PathLike[str]) -> str:
 
 
 def _spawn(home: str | os.PathLike[str], *args: str) -> None:
-    from jim.proc import jim_argv, spawn_detached  # (lazy: a poll that finds both running starts nothing)
+    from jim.ownership import detached_env  # (lazy: a poll that finds both running starts nothing)
+    from jim.proc import jim_argv, spawn_detached  # (lazy: likewise)
 
-    env = dict(os.environ)
-    env["JIM_HOME"] = str(home)
-    spawn_detached(jim_argv(*args), env=env, cwd=str(home), stderr=_error_log(home))
+    spawn_detached(jim_argv(*args), env=detached_env(home), cwd="/", stderr=_error_log(home))
 
 
 def _lock(path: str) -> SingleInstance:
@@ -115,4 +114,13 @@ def run_detached(home: str | os.PathLike[str], work: Callable[[], int]) -> None:
     """
     from jim.proc import detach  # (lazy: see _spawn)
 
-    detach(work, cwd=str(home), stderr=_error_log(home))
+    def isolated() -> int:
+        import sys  # (lazy: in the forked child only)
+
+        from jim.ownership import detached_env, vetted_import_path  # (lazy: in the forked child only)
+
+        os.environ["PATH"] = detached_env(home)["PATH"]
+        sys.path[:] = vetted_import_path(home, sys.path)  # (no working directory, nothing others can write)
+        return work()
+
+    detach(isolated, cwd="/", stderr=_error_log(home))

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from jim.jobdesc import JobDescription
 
 PROTOCOL = ("submit", "poll", "cancel")
-USAGE = """usage: jim [-v|-q] COMMAND ...
+USAGE = """usage: jim [-v|-q] [--as-owner] COMMAND ...
 
 protocol commands (stdout is KEY=VALUE lines only):
   submit (--rsl RSL | --description FILE.json | --jdl FILE)   record a grid job, start it
@@ -57,6 +57,10 @@ commands for people:
   gram-install [...]        install the GRAM5 job manager glue (as root)
 
 environment: JIM_HOME (data, default ~/.jim), JIM_CONFIG (TOML config, default /etc/jim/jim.toml)
+
+jim refuses a home that another account owns or can write to (ERROR=47). As root,
+--as-owner (or JIM_AS_OWNER=1) acts on a user's home as that user: jim switches
+to the home's owner before it touches anything.
 """
 
 
@@ -104,7 +108,9 @@ def _fast_poll(args: list[str]) -> int:
         try:
             if not job_id:
                 _not_found("poll needs --job-id ID", gram_error=46)
-            _poll(_home_for_poll(), job_id, out)
+            home = _home_for_poll()
+            _check_home(home, as_owner=_as_owner_env())
+            _poll(home, job_id, out)
         except Exception as e:
             from jim.errors import JimError  # (lazy: a poll that answers never needs the error classes)
 
@@ -142,6 +148,22 @@ def _poll(home: str, job_id: str, out: _Protocol) -> None:
             out.emit(key, found[key])
     if not summary.terminal(found):
         background.ensure_running(home, job_id, worker_needed=summary.unsubmitted(found))
+
+
+def _as_owner_env() -> bool:
+    return os.environ.get("JIM_AS_OWNER", "") in ("1", "true", "yes")
+
+
+def _check_home(home: str, *, as_owner: bool) -> None:
+    """Refuse a home that is not the caller's own (ERROR=47); as root with ``as_owner``, become its owner."""
+    from jim.ownership import act_as_owner, home_problem  # (lazy: poll's fast path imports it when it runs)
+
+    why = act_as_owner(home) if as_owner else None
+    why = why or home_problem(home)
+    if why:
+        from jim.errors import ConfigError  # (lazy: see _fast_poll)
+
+        raise ConfigError(why)
 
 
 def _not_found(message: str, gram_error: int | None = None) -> NoReturn:
@@ -190,6 +212,11 @@ def _parser(only: str | None = None) -> Any:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log to stderr too, with debug detail")
     p.add_argument("-q", "--quiet", action="store_true", help="log errors only")
+    p.add_argument(
+        "--as-owner",
+        action="store_true",
+        help="as root: act on a home another account owns, as that account (also JIM_AS_OWNER=1)",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add_desc(sp, required=True):
@@ -267,8 +294,9 @@ def _load_description(args: Any) -> JobDescription:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    os.umask(0o077)  # everything jim writes is private to its user
     flags = []
-    while argv and argv[0] in ("-v", "--verbose", "-q", "--quiet"):
+    while argv and argv[0] in ("-v", "--verbose", "-q", "--quiet", "--as-owner"):
         flags.append(argv.pop(0))
     if argv and argv[0] == "poll" and not flags:
         return _fast_poll(argv[1:])
@@ -319,6 +347,7 @@ def _dispatch(args: Any, out: _Protocol | None) -> int:
         from jim.log import setup  # (lazy: likewise)
 
         config = load()
+        _check_home(str(config.home), as_owner=args.as_owner or _as_owner_env())
         setup(config.home, verbose=args.verbose, quiet=args.quiet)
     except JimError as e:
         return _report(out, e)

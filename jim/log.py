@@ -43,6 +43,17 @@ class _JobFileHandler(logging.Handler):
 _configured = False
 
 
+def _private_file(path: Path) -> None:
+    """Create ``path`` 0600 if it is not there; make an existing one of ours private."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 def reopen(home: Path) -> None:
     """Drop every handler and set up again (a forked child that closed its inherited files)."""
     global _configured
@@ -64,7 +75,13 @@ def setup(home: Path, *, verbose: bool = False, quiet: bool = False) -> None:
     fmt = logging.Formatter(FORMAT)
     logdir = home / "log"
     try:
-        os.makedirs(logdir, mode=0o700, exist_ok=True)
+        os.makedirs(home.parent, exist_ok=True)
+        for d in (home, logdir):  # (private whatever the umask: os.mkdir only ever removes bits from 0700)
+            try:
+                os.mkdir(d, 0o700)
+            except FileExistsError:
+                pass
+        _private_file(logdir / "jim.log")
         fh = logging.FileHandler(logdir / "jim.log")
         fh.setFormatter(fmt)
         logger.addHandler(fh)

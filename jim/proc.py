@@ -135,5 +135,9 @@ def spawn_detached(
 
 
 def jim_argv(*args: str) -> list[str]:
-    """argv that runs this jim with the same interpreter: ``python -m jim ...``."""
-    return [sys.executable, "-m", "jim", *args]
+    """argv that runs this jim with the same interpreter, isolated: ``python -I -m jim ...``.
+
+    ``-I``: neither the working directory nor ``PYTHON*`` variables nor the
+    user's site directory reach ``sys.path`` (see :mod:`jim.ownership` for
+    the import path jim hands on instead)."""
+    return [sys.executable, "-I", "-m", "jim", *args]

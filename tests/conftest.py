@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from support import users as unix
+from support.env import require_service
 from support.jimcli import FAST_CONFIG, Jim, kill_all, validate_home
 
 
@@ -24,3 +26,23 @@ def jim_env(tmp_path):
     kill_all(home)
     errors = validate_home(home) if home.exists() else []
     assert not errors, "XML database files do not validate:\n" + "\n".join(errors)
+
+
+@pytest.fixture(scope="session")
+def _unix_users_ready():
+    return unix.available()
+
+
+@pytest.fixture
+def unix_users(_unix_users_ready):
+    """The two test accounts (``.alice``, ``.bob``): see tests/support/users.py."""
+    ok, why = _unix_users_ready
+    require_service(ok, f"the test accounts ({why})")
+    users = unix.Users(unix.UnixUser.lookup(unix.NAMES[0]), unix.UnixUser.lookup(unix.NAMES[1]))
+    for u in (users.alice, users.bob):
+        u.kill_all()
+        u.snapshot()
+    yield users
+    for u in (users.alice, users.bob):
+        u.kill_all()
+        u.clean()

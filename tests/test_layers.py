@@ -35,6 +35,7 @@ LAYERS = {
         "jim.paths",
         "jim.locks",
         "jim.proc",
+        "jim.ownership",
         "jim.faults",
         "jim.log",
         "jim.plugins",

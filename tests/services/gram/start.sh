@@ -167,25 +167,7 @@ fi
 # ---------------------------------------------------------------- jim
 if [ -z "${JIM_COMMAND:-}" ]; then
     JIM_COMMAND="$VENV/bin/jim"
-    # Reinstall only when the sources changed (a hash of them is kept in the venv).
-    src_hash=$(cd "$REPO" && find pyproject.toml jim adapters handlers sandbox -type f \
-                   ! -path '*/__pycache__/*' ! -name '*.pyc' 2>/dev/null | LC_ALL=C sort \
-               | xargs sha256sum | sha256sum | cut -c1-16)
-    if [ ! -x "$VENV/bin/python" ]; then
-        step "creating $VENV"
-        /usr/bin/python3 -m venv "$VENV"
-        "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip > "$STATE/log/pip.log" 2>&1 || true
-    fi
-    if [ "$(cat "$VENV/.jim-source-hash" 2>/dev/null)" != "$src_hash" ]; then
-        step "installing jim from $REPO into $VENV"
-        ti=$(date +%s.%N)
-        # (pip always reinstalls a project given as a directory; deps only when missing)
-        "$VENV/bin/pip" install -q --disable-pip-version-check "$REPO" \
-            > "$STATE/log/pip.log" 2>&1 || { tail -30 "$STATE/log/pip.log" >&2; exit 1; }
-        echo "$src_hash" > "$VENV/.jim-source-hash"
-        chmod -R a+rX "$VENV"
-        echo "   installed in $(elapsed "$ti") s"
-    fi
+    "$HERE/../lib/jim-venv.sh" "$VENV" "$STATE/log"
 fi
 JIM_CONFIG_FILE=${JIM_GRAM_JIM_CONFIG:-$STATE/jim.toml}
 if [ -z "${JIM_GRAM_JIM_CONFIG:-}" ] && [ ! -s "$JIM_CONFIG_FILE" ]; then

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,14 @@ from typing import Any
 #: The tail of a progress file that is read (a job that writes without end costs no more).
 MAX_PROGRESS_BYTES = 64 * 1024
 MAX_PHASE_NAME = 64
+MAX_EXIT_BYTES = 16 * 1024
+_EXIT_CODE = re.compile(r"-?[0-9]{1,9}", re.ASCII)
+_HEARTBEAT = re.compile(rb"[0-9]{1,11}")
+MAX_PROGRESS_LINE = 256
+MAX_PROGRESS_LINES = 4096
+MAX_PHASES = 64
+# <name> <done> <total>: blanks and tabs between, ASCII digits only (at most 18: an int64)
+_PROGRESS_LINE = re.compile(rb"[ \t]*([^\s]+)[ \t]+([0-9]{1,18})[ \t]+([0-9]{1,18})[ \t\r]*")
 
 
 @dataclass(frozen=True)
@@ -45,65 +54,111 @@ class ExitFile:
 
 def read_exit(local_dir: Path) -> ExitFile | None:
     """The exit-code file, or None when there is none (yet) or it is not whole."""
-    try:
-        text = (local_dir / "exit_code").read_text()
-    except (FileNotFoundError, NotADirectoryError):
+    data = _read_small(local_dir / "exit_code", MAX_EXIT_BYTES)
+    if data is None:
         return None
-    lines = text.splitlines()
-    if not lines:
+    lines = data.decode(errors="replace").splitlines()
+    if not lines or not _EXIT_CODE.fullmatch(lines[0].strip()):
         return None
-    try:
-        code = int(lines[0].strip())
-    except ValueError:
-        return None
+    code = int(lines[0].strip())
     info = {}
-    for line in lines[1:]:
+    for line in lines[1:65]:
         key, _, value = line.partition("=")
-        info[key.strip()] = value.strip()
+        info[key.strip()[:64]] = value.strip()[:300]
     return ExitFile(code, info)
 
 
+def _read_small(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a file, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
 def has_exit(local_dir: Path) -> bool:
-    return (local_dir / "exit_code").exists()
+    try:
+        return (local_dir / "exit_code").exists()
+    except OSError:
+        return False
 
 
 def read_started(local_dir: Path) -> dict[str, Any] | None:
     """The ``started`` file, or None when there is none or it is not a JSON object."""
+    data = _read_small(local_dir / "started", MAX_EXIT_BYTES)
     try:
-        info = json.loads((local_dir / "started").read_text())
-    except (OSError, ValueError):
+        info = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
         return None
     return info if isinstance(info, dict) else None
 
 
 def read_heartbeat(local_dir: Path) -> int | None:
     """Epoch seconds of the last heartbeat, or None."""
-    try:
-        return int((local_dir / "heartbeat").read_text().strip() or 0) or None
-    except (OSError, ValueError):
-        return None
+    data = _read_small(local_dir / "heartbeat", 64)
+    text = data.strip() if data is not None else b""
+    return int(text) or None if _HEARTBEAT.fullmatch(text) else None
 
 
 def read_progress(local_dir: Path) -> dict[str, tuple[int, int]]:
     """Latest ``(done, total)`` per phase from the progress file (malformed lines are skipped)."""
+    return read_progress_counted(local_dir)[0]
+
+
+def read_progress_counted(local_dir: Path) -> tuple[dict[str, tuple[int, int]], int]:
+    """Latest ``(done, total)`` per phase, and how many lines were malformed and ignored.
+
+    Only the last :data:`MAX_PROGRESS_BYTES` of the file are read, at most
+    :data:`MAX_PROGRESS_LINES` lines of them are looked at, and a line must be
+    ``<name> <done> <total>``: a printable name of at most :data:`MAX_PHASE_NAME`
+    characters, two numbers of ASCII digits (no sign, no other script's digits),
+    at most :data:`MAX_PROGRESS_LINE` bytes in all.  At most :data:`MAX_PHASES`
+    phases are kept.  Anything else in the file counts as a bad line; nothing raises.
+    """
     try:
         with open(local_dir / "progress", "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - MAX_PROGRESS_BYTES))
-            data = f.read().decode(errors="replace")
-    except (FileNotFoundError, NotADirectoryError):
-        return {}
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size - MAX_PROGRESS_BYTES)
+            f.seek(start)
+            data = f.read(MAX_PROGRESS_BYTES)
+    except OSError:
+        return {}, 0
+    return parse_progress(data, partial_first=start > 0)
+
+
+def parse_progress(data: bytes, *, partial_first: bool = False) -> tuple[dict[str, tuple[int, int]], int]:
+    """:func:`read_progress_counted` on the bytes read; ``partial_first``: the first line may be cut."""
+    lines = data[:MAX_PROGRESS_BYTES].split(b"\n")
+    if partial_first and lines:
+        lines = lines[1:]  # the file was read from the middle of a line
+    if lines and not lines[-1]:
+        lines.pop()
+    bad = max(0, len(lines) - MAX_PROGRESS_LINES)
     phases: dict[str, tuple[int, int]] = {}
-    for line in data.splitlines():
-        parts = line.split()
-        if len(parts) != 3:
+    for raw in lines[-MAX_PROGRESS_LINES:]:
+        found = _progress_line(raw)
+        if found is None or (found[0] not in phases and len(phases) >= MAX_PHASES):
+            bad += 1
             continue
-        name, done, total = parts
-        if not (done.isdigit() and total.isdigit()) or len(name) > MAX_PHASE_NAME:
-            continue
-        phases[name] = (int(done), int(total))
-    return phases
+        name, done, total = found
+        phases[name] = (done, total)
+    return phases, bad
+
+
+def _progress_line(raw: bytes) -> tuple[str, int, int] | None:
+    if len(raw) > MAX_PROGRESS_LINE:
+        return None
+    m = _PROGRESS_LINE.fullmatch(raw)
+    if m is None:
+        return None
+    try:
+        name = m.group(1).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(name) > MAX_PHASE_NAME or not name.isprintable():
+        return None
+    return name, int(m.group(2)), int(m.group(3))
 
 
 def started_dirs(local_root: Path) -> dict[int, tuple[int, int]]:
@@ -115,7 +170,7 @@ def started_dirs(local_root: Path) -> dict[int, tuple[int, int]]:
     out: dict[int, tuple[int, int]] = {}
     try:
         entries = list(os.scandir(local_root))
-    except FileNotFoundError:
+    except OSError:  # none yet, or not a directory jim can read: no wrapper has started there
         return out
     for e in entries:
         if not e.name.isdigit():
@@ -124,9 +179,9 @@ def started_dirs(local_root: Path) -> dict[int, tuple[int, int]]:
             d = e.stat().st_mtime_ns
             try:
                 p = os.stat(os.path.join(e.path, "progress")).st_mtime_ns
-            except FileNotFoundError:
+            except OSError:
                 p = 0
-        except FileNotFoundError:
+        except OSError:
             continue
         out[int(e.name)] = (d, p)
     return out

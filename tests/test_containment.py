@@ -1,0 +1,64 @@
+"""One bad grid job is contained: hostile wrapper files parse to nothing, a failing output tar fails
+its own grid job only, and every other grid job of the user goes on."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jim import localfiles
+from jim.localfiles import read_exit, read_heartbeat, read_progress, read_progress_counted
+
+
+def test_progress_digits_of_other_scripts_are_bad_lines(tmp_path):
+    # str.isdigit() accepts these; int() rejects the superscript and accepts the Arabic-Indic digit
+    (tmp_path / "progress").write_text("gen 10 250\nsim \u00b2 3\nsim \u0663 3\nsim +1 3\nreco 5 7\n")
+    phases, bad = read_progress_counted(tmp_path)
+    assert phases == {"gen": (10, 250), "reco": (5, 7)}
+    assert bad == 3
+
+
+def test_progress_lines_bounded(tmp_path):
+    long_name = "x" * (localfiles.MAX_PHASE_NAME + 1)
+    huge = "9" * 19
+    lines = [f"{long_name} 1 2", f"gen {huge} 1", "gen 1 2 3", "a" * 300 + " 1 2", "\udcff 1 2", "ok 1 2"]
+    (tmp_path / "progress").write_bytes("\n".join(lines).encode(errors="surrogateescape"))
+    assert read_progress_counted(tmp_path) == ({"ok": (1, 2)}, 5)
+
+
+def test_progress_many_phases_and_lines(tmp_path):
+    many = "".join(f"p{i} {i} 100\n" for i in range(localfiles.MAX_PHASES + 10))
+    (tmp_path / "progress").write_text(many)
+    phases, bad = read_progress_counted(tmp_path)
+    assert len(phases) == localfiles.MAX_PHASES and bad == 10
+    # only the tail of a file that grows without end is read
+    (tmp_path / "progress").write_bytes(b"gen 1 2\n" + b"junk\n" * 100_000 + b"gen 2 2\n")
+    phases, bad = read_progress_counted(tmp_path)
+    assert phases == {"gen": (2, 2)} and bad <= localfiles.MAX_PROGRESS_BYTES // 5
+
+
+def test_exit_and_heartbeat_files_take_ascii_digits_only(tmp_path):
+    (tmp_path / "exit_code").write_text("\u0663\n")
+    assert read_exit(tmp_path) is None
+    (tmp_path / "exit_code").write_bytes(b"3\nerror=\xff\n")
+    assert read_exit(tmp_path).code == 3
+    (tmp_path / "heartbeat").write_text("\u0661\u0662")
+    assert read_heartbeat(tmp_path) is None
+    (tmp_path / "heartbeat").write_text("9" * 40)
+    assert read_heartbeat(tmp_path) is None
+    (tmp_path / "heartbeat").write_text("1700000000\n")
+    assert read_heartbeat(tmp_path) == 1700000000
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=4096) | st.lists(st.text(max_size=40)).map(lambda ls: "\n".join(ls).encode()))
+def test_read_progress_never_raises_and_is_bounded(tmp_path_factory, data):
+    d = tmp_path_factory.mktemp("p")
+    (d / "progress").write_bytes(data)
+    phases, bad = read_progress_counted(d)
+    assert read_progress(d) == phases
+    assert len(phases) <= localfiles.MAX_PHASES
+    assert bad <= data.count(b"\n") + 1
+    for name, (done, total) in phases.items():
+        assert 0 < len(name) <= localfiles.MAX_PHASE_NAME and name.isprintable() and not any(c.isspace() for c in name)
+        assert 0 <= done < 10**18 and 0 <= total < 10**18

@@ -9,8 +9,10 @@ of its own (so it outlives the jim call that started it), identified by
 * query: a local job runs while a process with that pid *and* that start
   time is alive (and not a zombie); otherwise it is absent, and the wrapper's
   exit-code file tells how it ended;
-* cancel: SIGTERM to the process group, SIGKILL to whatever is left of it
-  (and of its descendants) after the grace period;
+* cancel: SIGTERM to the process group and to every process of this uid that
+  carries the local job's ``JIM_TAG`` (those that left the wrapper's session
+  with ``setsid`` or a double fork too), SIGKILL to whatever is left of them
+  after the grace period, until no process with that tag is found;
 * find by tag: the ``JIM_TAG`` in a live process's environment, else the
   wrapper's ``started`` file.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -34,6 +37,12 @@ if TYPE_CHECKING:
     import psutil
 
 _UNKNOWN_START = "?"
+#: The most of a process's environment read when looking for its ``JIM_TAG``: an environment
+#: is at most a few MiB (the kernel's ARG_MAX), and a tag found past this is not looked for.
+ENVIRON_LIMIT = 4 << 20
+#: Rounds of "find the tagged processes, SIGKILL them" at most (a job that forks as fast as it is
+#: killed is outrun within a few).
+_KILL_ROUNDS = 50
 
 
 def _ps() -> ModuleType:
@@ -65,6 +74,154 @@ def _process(batch_id: str) -> psutil.Process | None:
         return p
     except (ps.NoSuchProcess, ps.AccessDenied):
         return None
+
+
+def _read_bounded(path: str, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a /proc file; None when it cannot be read (the process is gone,
+    or is not ours to read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        parts: list[bytes] = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, min(65536, limit - size))
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _uids(pid: int) -> tuple[int, int] | None:
+    """(real, effective) uid of a process, from /proc/<pid>/status; None when it is gone."""
+    data = _read_bounded(f"/proc/{pid}/status", 16384)
+    if data is None:
+        return None
+    for line in data.splitlines():
+        if line.startswith(b"Uid:"):
+            fields = line.split()
+            try:
+                return int(fields[1]), int(fields[2])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def _environ_entries(pid: int) -> list[bytes]:
+    """The NUL-separated entries of a process's environment, from at most ENVIRON_LIMIT bytes of
+    it (an entry cut by the limit is left out); none when it cannot be read."""
+    data = _read_bounded(f"/proc/{pid}/environ", ENVIRON_LIMIT)
+    if not data:
+        return []
+    entries = data.split(b"\0")
+    if len(data) >= ENVIRON_LIMIT or entries[-1]:  # (the last entry is whole only when a NUL ends it)
+        entries.pop()
+    return entries
+
+
+def _environ_tag(pid: int) -> str | None:
+    """The ``JIM_TAG`` of a process (its first such entry)."""
+    for entry in _environ_entries(pid):
+        if entry.startswith(b"JIM_TAG="):
+            return entry[len(b"JIM_TAG=") :].decode("utf-8", "surrogateescape")
+    return None
+
+
+def _carries(pid: int, entries: set[bytes]) -> bool:
+    """True when the environment of process ``pid`` holds one of ``entries`` (``JIM_TAG=<tag>``)
+    as a whole NUL-separated entry."""
+    return not entries.isdisjoint(_environ_entries(pid))
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The start time of a process (field 22 of /proc/<pid>/stat, in clock ticks): with the pid, its identity."""
+    data = _read_bounded(f"/proc/{pid}/stat", 4096)
+    if not data:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+class _Tagged:
+    """A process of this uid that carries one of the tags, held so that a signal reaches that
+    process and never one that got its pid later (a pidfd where the host has them; else its
+    start time, checked before each signal)."""
+
+    def __init__(self, pid: int, fd: int | None, start: str | None):
+        self.pid, self.fd, self.start = pid, fd, start
+
+    def signal(self, signum: int) -> bool:
+        """Send ``signum``; False when the process is gone."""
+        try:
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, signum)
+            else:
+                if _start_ticks(self.pid) != self.start:
+                    return False
+                os.kill(self.pid, signum)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def tagged_processes(tags: set[str], uid: int | None = None) -> list[_Tagged]:
+    """Every live process of ``uid`` (default: ours) whose environment has the exact entry
+    ``JIM_TAG=<tag>`` for one of ``tags``.  Processes of any other uid are never returned, nor
+    this process; a process that exits while it is looked at is skipped.  Close what it returns."""
+    uid = os.getuid() if uid is None else uid
+    entries = {b"JIM_TAG=" + t.encode("utf-8", "surrogateescape") for t in tags}
+    if not entries:
+        return []
+    found: list[_Tagged] = []
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        if _uids(pid) != (uid, uid) or not _carries(pid, entries):
+            continue
+        fd = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            except OSError:  # (an old kernel: no pidfds)
+                fd = None
+        start = _start_ticks(pid)
+        held = _Tagged(pid, fd, start)
+        # looked at again now that it is held: still ours and tagged, and (signal 0) still the same process
+        if start is None or _uids(pid) != (uid, uid) or not _carries(pid, entries) or not held.signal(0):
+            held.close()
+            continue
+        found.append(held)
+    return found
+
+
+def _signal_tagged(tags: set[str], signum: int) -> int:
+    """Send ``signum`` to every process of ours that carries one of ``tags``; how many got it."""
+    procs = tagged_processes(tags)
+    sent = 0
+    for p in procs:
+        sent += p.signal(signum)
+        p.close()
+    return sent
 
 
 @dataclass(frozen=True)
@@ -122,20 +279,32 @@ class ForkAdapter(Adapter):
         return batch_ids
 
     def cancel_batch(self, units: Sequence[str], grace: float) -> None:
-        """SIGTERM to each wrapper's process group; SIGKILL to what is left of them after ``grace``."""
+        """SIGTERM to each wrapper's process group and to every process of this uid carrying the
+        wrapper's ``JIM_TAG``; after ``grace``, SIGKILL to what is left of them, until no process
+        with one of those tags is found."""
         ps = _ps()
         victims: list[psutil.Process] = []
+        tags: set[str] = set()
         for bid in units:
             p = _process(bid)
             if p is None:
                 continue
+            tag = _environ_tag(p.pid)
+            if tag and _process(bid) is not None:  # (the tag read is the wrapper's, not a reused pid's)
+                tags.add(tag)
             try:
                 victims.append(p)
                 victims.extend(p.children(recursive=True))
                 os.killpg(p.pid, signal.SIGTERM)
             except (ProcessLookupError, PermissionError, ps.Error):
                 pass
-        _gone, alive = ps.wait_procs(victims, timeout=grace)
+        _signal_tagged(tags, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        alive = victims
+        while time.monotonic() < deadline:
+            _gone, alive = ps.wait_procs(alive, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+            if not alive and not _signal_tagged(tags, 0):
+                break
         for p in alive:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -145,6 +314,10 @@ class ForkAdapter(Adapter):
                 p.kill()
             except ps.Error:
                 pass
+        for _ in range(_KILL_ROUNDS):  # (a process may fork while it is being killed: again until none is found)
+            if not _signal_tagged(tags, signal.SIGKILL):
+                break
+            time.sleep(0.01)
         ps.wait_procs(alive, timeout=2.0)
 
     def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:

@@ -330,6 +330,39 @@ class GridJob:
         m = self.root.find("meta")
         return m.get(name) if m is not None else None
 
+    def set_meta(self, name: str, value: Any) -> None:
+        """Set a value of the <meta> element (made when missing)."""
+        m = self.root.find("meta")
+        if m is None:
+            m = etree.SubElement(self.root, "meta")
+        m.set(name, _clean(value))
+
+    def count_try(self, what: str) -> int:
+        """One more failed try at ``what`` (kept in <meta> as ``<what>Tries``); how many so far."""
+        old = self.meta(f"{what}Tries") or ""
+        n = (int(old) if old.isascii() and old.isdigit() else 0) + 1
+        self.set_meta(f"{what}Tries", n)
+        return n
+
+    @property
+    def fail_reason(self) -> str | None:
+        """Why jim itself ended this grid job FAILED (not a local job's failure), if it did."""
+        return self.meta("failReason")
+
+    def fail(self, reason: str, at: float | None = None) -> bool:
+        """End the grid job FAILED for a reason of its own (its outputs cannot be written, jim cannot
+        follow it); True when the state changed.  A grid job already ended keeps its state."""
+        if self.state.terminal:
+            return False
+        self.set_meta("failReason", " ".join(reason.split())[:300])
+        self.root.set("state", GramState.FAILED.name)
+        stamp = now_iso(at)
+        self.root.set("updated", stamp)
+        code = grid_exit_code(((j.state, j.exit_code) for j in self.local_jobs()), GramState.FAILED)
+        self.root.set("exitCode", str(code))
+        etree.SubElement(child(self.root, "history"), "grid", state=GramState.FAILED.name, at=stamp)
+        return True
+
     def recompute(self, *, max_failed_fraction: float = 0.0, at: float | None = None) -> bool:
         """Aggregate the local states into the grid state; True when it changed."""
         prev = self.state
@@ -700,6 +733,8 @@ def _failure_reason(job: GridJob) -> str:
     """One line saying why a grid job failed (shown by the gatekeeper's client as the details)."""
     if job.cancel_requested:
         return job.get("cancelReason") or "cancelled"
+    if job.fail_reason:
+        return job.fail_reason
     jobs = job.local_jobs()
     failed = [lj for lj in jobs if lj.state.failure]
     if not failed:

@@ -38,7 +38,7 @@ from jim.adapters import get_adapter
 from jim.adapters.base import Adapter, BatchStatus, QueryResult
 from jim.config import Config
 from jim.db import Database, GridJob, LocalJob
-from jim.errors import JimError
+from jim.errors import JimError, JobNotFound
 from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.outputs import finalize
@@ -115,6 +115,10 @@ class Memo:
     seen: dict[str, _Seen] = field(default_factory=dict)
     accounting: tuple[float, frozenset[str], dict[str, BatchStatus]] | None = None
     """The last accounting answer: (status answer's time, ids asked, answer)."""
+    failures: dict[str, int] = field(default_factory=dict)
+    """Grid job -> passes in a row that failed on it (see :func:`_contain`)."""
+    given_up: set[str] = field(default_factory=set)
+    """Grid jobs that could not even be marked FAILED: no longer looked at by this monitor."""
 
 
 def refresh(
@@ -138,20 +142,28 @@ def refresh(
 
 def _collect(db: Database, memo: Memo) -> dict[str, int]:
     """The active grid jobs and their record's mtime; ``memo`` brought up to date for changed records."""
-    ids = db.active_ids()
+    ids = [job_id for job_id in db.active_ids() if job_id not in memo.given_up]
     for gone in set(memo.seen) - set(ids):
         del memo.seen[gone]
+    for gone in set(memo.failures) - set(ids):
+        del memo.failures[gone]
     mtimes: dict[str, int] = {}
     for job_id in ids:
         try:
             mtime = db.home.record(job_id).stat().st_mtime_ns
         except FileNotFoundError:
             continue
+        except OSError as e:
+            _contain(db, None, memo, job_id, e)
+            continue
         seen = memo.seen.get(job_id)
         if seen is None or seen.mtime != mtime:
             try:
                 memo.seen[job_id] = _Seen.of(mtime, db.read(job_id))
-            except JimError:
+            except JobNotFound:
+                continue
+            except Exception as e:  # a record jim cannot read is that grid job's problem alone
+                _contain(db, None, memo, job_id, e)
                 continue
         mtimes[job_id] = mtime
     return mtimes
@@ -249,11 +261,62 @@ def _refresh_job(
         if rec.state is not before:
             jlog.info("grid job %s: %s -> %s", job_id, before.name, rec.state.name)
             seg.emit(rec)
-        return _follow_up(config, db, memo, rec, signature, jlog)
-    except JimError as e:
-        jlog.error("monitoring of %s failed this round: %s", job_id, e)
-        memo.seen.pop(job_id, None)
+        active = _follow_up(config, db, memo, rec, signature, jlog)
+    except Exception as e:  # whatever goes wrong with one grid job stays with that grid job
+        return _contain(db, adapter, memo, job_id, e)
+    if memo.failures.pop(job_id, None):
+        jlog.info("monitoring of grid job %s works again", job_id)
+    return active
+
+
+#: Passes in a row that may fail on one grid job before it ends FAILED.
+MAX_TRIES = 3
+
+
+def _contain(db: Database, adapter: Adapter | None, memo: Memo, job_id: str, error: Exception) -> int:
+    """One grid job's pass failed: logged once with its cause, tried again on the next pass, and after
+    :data:`MAX_TRIES` passes in a row the grid job ends FAILED (its local jobs cancelled) with the
+    cause as its reason; 1 while it is still tried."""
+    jlog = for_job("jim.monitor", job_id)
+    memo.seen.pop(job_id, None)
+    tries = memo.failures[job_id] = memo.failures.get(job_id, 0) + 1
+    cause = _cause(error)
+    if tries == 1:
+        jlog.error("monitoring of grid job %s failed: %s; will try again", job_id, cause)
+        jlog.debug("the failure in detail", exc_info=error)
+    if tries < MAX_TRIES:
         return 1
+    reason = f"jim could not follow this grid job: {cause}"
+    try:
+        _give_up(db, adapter, job_id, reason)
+    except Exception as e:
+        jlog.error("grid job %s could not be marked FAILED (%s): no longer followed", job_id, _cause(e))
+        memo.given_up.add(job_id)
+        return 0
+    jlog.error("grid job %s FAILED after %d failed tries: %s", job_id, tries, cause)
+    memo.failures.pop(job_id, None)
+    return 0
+
+
+def _cause(error: BaseException) -> str:
+    text = error.message if isinstance(error, JimError) else str(error)
+    return " ".join(f"{type(error).__name__}: {text}".split())[:300]
+
+
+def _give_up(db: Database, adapter: Adapter | None, job_id: str, reason: str) -> None:
+    """End a grid job FAILED for ``reason``; its local jobs still queued or running are cancelled."""
+    with db.update(job_id) as rec:
+        active = [lj for lj in rec.local_jobs() if not lj.state.terminal]
+        ids = [lj.batch_id for lj in active if lj.batch_id]
+        if ids and adapter is not None:
+            try:
+                adapter.cancel(ids, 0.0)
+            except Exception as e:  # the grid job ends all the same; the batch system's jobs end on their own
+                for_job("jim.monitor", job_id).warning("cancelling local jobs of %s failed: %s", job_id, _cause(e))
+        for lj in active:
+            lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, reason=reason)
+        if rec.fail(reason):
+            seg.emit(rec)
 
 
 def _apply_all(
@@ -302,16 +365,18 @@ def _follow_up(
     if all(lj.state.terminal for lj in local_jobs) and not rec.outputs_gathered:
         if finalize(db, job_id, max_failed_fraction=config.site.max_failed_fraction):
             final = db.read(job_id)
-            jlog.info(
-                "grid job %s: outputs gathered in %s; %s exit code %s",
-                job_id,
-                final.output_tar,
-                final.state.name,
-                final.exit_code,
-            )
+            if final.outputs_gathered:
+                jlog.info(
+                    "grid job %s: outputs gathered in %s; %s exit code %s",
+                    job_id,
+                    final.output_tar,
+                    final.state.name,
+                    final.exit_code,
+                )
             seg.emit(final)
             memo.seen.pop(job_id, None)
             return 0
+        signature = None  # not gathered yet: tried again on the next pass
     try:
         mtime = db.home.record(job_id).stat().st_mtime_ns
     except FileNotFoundError:

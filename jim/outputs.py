@@ -22,18 +22,23 @@ tar that exists is complete.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import re
+import stat
 import tarfile
+import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from jim.db import Database, GridJob
 from jim.errors import InvalidAttribute
+from jim.jobdesc import JobDescription
 from jim.locks import locked
+from jim.log import for_job
 from jim.timestamps import now_iso
 
 MAX_MERGED = 64 * 1024 * 1024  # never copy more than this much merged output
@@ -51,18 +56,64 @@ def tar_path_for(db: Database, job: GridJob) -> Path:
     return db.home.job_dir(job.id) / f"{job.id}.tar.gz"
 
 
+#: The attributes naming files jim writes for the user: made absolute at submit, never into jim's home.
+USER_PATHS = ("stdout", "stderr", "outputtar")
+
+
+def job_directory(directory: str | None) -> Path:
+    """The grid job's ``directory`` as GRAM reads it: relative to the submitter's home, which is also
+    the default."""
+    home = Path(os.path.expanduser("~"))
+    return home / directory if directory else home
+
+
+def resolve_user_paths(desc: JobDescription, jim_home: str | os.PathLike[str]) -> None:
+    """At submit: ``stdout``, ``stderr`` and ``outputtar`` made absolute against the grid job's
+    ``directory`` and recorded so; a path into jim's own home is refused (134)."""
+    base = job_directory(desc.get("directory"))
+    for name in USER_PATHS:
+        value = desc.get(name)
+        if value is None or not value or (name != "outputtar" and _not_a_file(value)):
+            continue
+        path = Path(os.path.normpath(base / value))
+        if inside_home(path, jim_home):
+            raise InvalidAttribute(f"{name} may not name a file in jim's own directory {str(jim_home)!r}: {value!r}")
+        desc.attrs[name] = [check_output_tar(str(path), None) if name == "outputtar" else str(path)]
+
+
+def _not_a_file(value: str) -> bool:
+    """A stdout/stderr value that is not a local file jim writes (a URL, /dev/null)."""
+    return value == "/dev/null" or "://" in value
+
+
+def inside_home(path: Path, jim_home: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (symbolic links of its existing directories resolved) is in jim's home."""
+    home = Path(os.path.realpath(jim_home))
+    where = Path(os.path.realpath(path.parent)) / path.name
+    return where == home or home in where.parents
+
+
 def check_output_tar(path: str, directory: str | None) -> str:
     """Resolve and check a user-given ``outputtar`` at submit time."""
     p = Path(path)
     if not p.is_absolute():
-        p = Path(directory or os.path.expanduser("~")) / p
+        p = job_directory(directory) / p
     if not p.name.endswith((".tar.gz", ".tgz")):
         raise InvalidAttribute(f"outputtar must name a .tar.gz file, got {path!r}")
     if not p.parent.is_dir():
         raise InvalidAttribute(f"outputtar: directory {str(p.parent)!r} does not exist")
     if not os.access(p.parent, os.W_OK):
         raise InvalidAttribute(f"outputtar: directory {str(p.parent)!r} is not writable")
+    if p.is_dir():
+        raise InvalidAttribute(f"outputtar: {str(p)!r} is a directory")
     return str(p)
+
+
+def _new_temp(target: Path) -> tuple[int, Path]:
+    """A new temporary file beside ``target`` (created exclusively, never through a symbolic link,
+    mode 0600): what jim writes in a user-named place goes there first, then is renamed into place."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent)
+    return fd, Path(name)
 
 
 def _add_file(tar: tarfile.TarFile, src: Path, arcname: str) -> bool:
@@ -77,7 +128,6 @@ def gather(db: Database, job: GridJob) -> Path:
     """Write the output tar of ``job`` (its local jobs must all have ended)."""
     home = db.home
     target = tar_path_for(db, job)
-    root = job.id
     local_jobs: list[dict[str, Any]] = []
     manifest = {
         "grid_job": job.id,
@@ -87,8 +137,22 @@ def gather(db: Database, job: GridJob) -> Path:
         "plan": job.plan,
         "local_jobs": local_jobs,
     }
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    if target != home.job_dir(job.id) / f"{job.id}.tar.gz" and inside_home(target, home.root):
+        raise OSError(errno.EPERM, "the output tar may not be written into jim's own directory", str(target))
+    fd, tmp = _new_temp(target)
+    try:
+        _write_tar(db, job, fd, manifest)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) -> None:
+    home = db.home
+    root = job.id
+    local_jobs: list[dict[str, Any]] = manifest["local_jobs"]
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
         for lj in job.local_jobs():
             k = lj.index
@@ -130,10 +194,9 @@ def gather(db: Database, job: GridJob) -> Path:
         _add_bytes(tar, f"{root}/record.xml", record)
         _add_bytes(tar, f"{root}/MANIFEST.json", json.dumps(manifest, indent=1).encode())
         _add_bytes(tar, f"{root}/MANIFEST.txt", _manifest_text(manifest).encode())
+        tar.close()
         raw.flush()
         os.fsync(raw.fileno())
-    os.replace(tmp, target)
-    return target
 
 
 def _add_bytes(tar: tarfile.TarFile, arcname: str, data: bytes) -> None:
@@ -160,47 +223,89 @@ def _manifest_text(m: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def merge_stdio(db: Database, job: GridJob) -> None:
-    """Concatenate the local jobs' stdout/stderr into the grid job's stdout/stderr files."""
+def merge_stdio(db: Database, job: GridJob) -> list[str]:
+    """Concatenate the local jobs' stdout/stderr into the grid job's stdout/stderr files; what could
+    not be written, one line each."""
     desc = job.description()
+    vals = desc.get("directory") or []
+    base = job_directory(vals[0] if vals and isinstance(vals[0], str) else None)
+    problems = []
     for stream in ("stdout", "stderr"):
         vals = desc.get(stream) or []
         dest = vals[0] if vals and isinstance(vals[0], str) else ""
-        if not dest or dest == "/dev/null" or "://" in dest:
+        if not dest or _not_a_file(dest):
             continue
-        dest_path = Path(dest)
+        dest_path = Path(os.path.normpath(base / dest))
         if not dest_path.parent.is_dir():
             continue
-        written = 0
-        tmp = dest_path.with_name(f".{dest_path.name}.{os.getpid()}.tmp")
+        if inside_home(dest_path, db.home.root):
+            problems.append(f"{stream} not written: {str(dest_path)!r} is in jim's own directory")
+            continue
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd, tmp = _new_temp(dest_path)
+        except OSError as e:
+            problems.append(f"{stream} not written: {e.strerror or e} ({str(dest_path)!r})")
+            continue
+        try:
             with os.fdopen(fd, "wb") as out:
-                for lj in job.local_jobs():
-                    src = db.home.local_dir(job.id, lj.index) / stream
-                    try:
-                        with open(src, "rb") as f:
-                            while written < MAX_MERGED:
-                                chunk = f.read(min(1 << 20, MAX_MERGED - written))
-                                if not chunk:
-                                    break
-                                out.write(chunk)
-                                written += len(chunk)
-                    except FileNotFoundError:
-                        continue
+                _copy_streams(db, job, stream, out)
             os.replace(tmp, dest_path)
-        except OSError:
+        except OSError as e:
             tmp.unlink(missing_ok=True)
+            problems.append(f"{stream} not written: {e.strerror or e} ({str(dest_path)!r})")
+    return problems
+
+
+def _copy_streams(db: Database, job: GridJob, stream: str, out: BinaryIO) -> None:
+    written = 0
+    for lj in job.local_jobs():
+        src = db.home.local_dir(job.id, lj.index) / stream
+        try:
+            fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                continue
+            while written < MAX_MERGED:
+                chunk = f.read(min(1 << 20, MAX_MERGED - written))
+                if not chunk:
+                    break
+                out.write(chunk)
+                written += len(chunk)
+
+
+#: How many times the output tar is tried before the grid job ends FAILED for it.
+MAX_GATHER_TRIES = 3
 
 
 def finalize(db: Database, job_id: str, *, max_failed_fraction: float = 0.0, lock_timeout: float = 30.0) -> bool:
-    """Gather outputs of a grid job whose local jobs have all ended; True if done now."""
+    """Gather outputs of a grid job whose local jobs have all ended; True if it ended now.
+
+    An output tar that cannot be written is tried again on the next call; after
+    :data:`MAX_GATHER_TRIES` failed tries the grid job ends FAILED, the reason in its record.
+    """
     with locked(db.home.final_lock(job_id), lock_timeout):
         job = db.read(job_id)
-        if job.outputs_gathered or not all(lj.state.terminal for lj in job.local_jobs()):
+        if job.outputs_gathered or job.state.terminal or not all(lj.state.terminal for lj in job.local_jobs()):
             return False
-        tar = gather(db, job)
-        merge_stdio(db, job)
+        jlog = for_job("jim.outputs", job_id)
+        try:
+            tar = gather(db, job)
+        except OSError as e:
+            reason = f"output tar not written: {e.strerror or e} ({tar_path_for(db, job)})"
+            with db.update(job_id) as rec:
+                tries = rec.count_try("gather")
+                if tries >= MAX_GATHER_TRIES:
+                    rec.fail(f"{reason}; gave up after {tries} tries")
+            if tries >= MAX_GATHER_TRIES:
+                jlog.error("grid job %s FAILED: %s (%d tries)", job_id, reason, tries)
+                return True
+            if tries == 1:
+                jlog.warning("grid job %s: %s; will try again", job_id, reason)
+            return False
+        for problem in merge_stdio(db, job):
+            jlog.warning("grid job %s: %s", job_id, problem)
         with db.update(job_id) as rec:
             rec.set_outputs(tar)
             rec.recompute(max_failed_fraction=max_failed_fraction)

@@ -3,11 +3,17 @@ its own grid job only, and every other grid job of the user goes on."""
 
 from __future__ import annotations
 
+import time
+
+import psutil
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jim import localfiles
 from jim.localfiles import read_exit, read_heartbeat, read_progress, read_progress_counted
+
+from support.jimcli import processes_of
 
 
 def test_progress_digits_of_other_scripts_are_bad_lines(tmp_path):
@@ -62,3 +68,59 @@ def test_read_progress_never_raises_and_is_bounded(tmp_path_factory, data):
     for name, (done, total) in phases.items():
         assert 0 < len(name) <= localfiles.MAX_PHASE_NAME and name.isprintable() and not any(c.isspace() for c in name)
         assert 0 <= done < 10**18 and 0 <= total < 10**18
+
+
+def _monitors(home) -> list[psutil.Process]:
+    found = []
+    for p in processes_of(home):
+        try:
+            if "_monitor" in p.cmdline():
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.slow  # (waits for the monitor's idle exit)
+def test_one_bad_grid_job_does_not_stop_the_others(jim_env, tmp_path):
+    """A poisoned progress file and an output tar that cannot be renamed into place, next to healthy
+    grid jobs: the healthy ones and the poisoned one end DONE, the other FAILED with a MESSAGE, and
+    the monitor exits when nothing is left to follow."""
+    poison = tmp_path / "poison.sh"
+    poison.write_text(
+        'printf "sim \\262 3\\nsim \\331\\243 3\\n" >> "$JIM_PROGRESS_FILE"\n'
+        'echo "gen 5 5" >> "$JIM_PROGRESS_FILE"\necho poisoned\n'
+    )
+    go = tmp_path / "go"
+    gated = tmp_path / "gated.sh"
+    gated.write_text(f'while [ ! -e "{go}" ]; do sleep 0.1; done\necho gated\n')
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    tar = outdir / "blocked.tar.gz"
+
+    bad_progress = jim_env.submit(f"&(executable=/bin/sh)(arguments={poison})(count=2)")
+    blocked = jim_env.submit(f"&(executable=/bin/sh)(arguments={gated})(outputtar={tar})")
+    healthy = [jim_env.submit('&(executable=/bin/sh)(arguments=-c "echo ok")(count=2)') for _ in range(2)]
+    tar.mkdir()  # the final rename of the output tar cannot replace a directory
+    go.touch()
+
+    for job in healthy:
+        out = jim_env.wait(job)
+        assert (out["JOB_STATE"], out["EXIT_CODE"]) == ("DONE", "0"), out
+    out = jim_env.wait(bad_progress)
+    assert (out["JOB_STATE"], out["EXIT_CODE"]) == ("DONE", "0"), out
+    assert all(
+        lj["progress"] == [{"name": "gen", "done": 5, "total": 5}] for lj in jim_env.status(bad_progress)["localJobs"]
+    )
+    out = jim_env.wait(blocked)
+    assert out["JOB_STATE"] == "FAILED", out
+    assert "output tar not written" in out["MESSAGE"] and str(tar) in out["MESSAGE"], out
+    assert tar.is_dir() and [p.name for p in outdir.iterdir()] == ["blocked.tar.gz"]  # no temporary file left
+
+    deadline = time.monotonic() + 30
+    while _monitors(jim_env.home) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _monitors(jim_env.home), "the monitor did not exit once nothing was active"
+    log = (jim_env.home / "log" / "jim.log").read_text()
+    assert "Traceback" not in log and "monitor pass failed" not in log
+    assert log.count("output tar not written") == 2, log  # once when it first failed, once when it gave up

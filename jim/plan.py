@@ -139,15 +139,23 @@ def _record_queue(plan: Plan, choice: Any) -> None:
         plan.explanation = f"{text} Queue {choice.name} (the job's queue attribute)."
 
 
-def save(job_dir: Path, plan: Plan, commands: Commands) -> None:
-    """Write ``plan.json``: the plan and every local job's command line."""
-    atomic_write(job_dir / PLAN_FILE, json.dumps({**plan.to_json(), "commands": commands}).encode())
+def save(job_dir: Path, plan: Plan, commands: Commands, environment: list[tuple[str, str]] | None = None) -> None:
+    """Write ``plan.json``: the plan, every local job's command line and the job's environment (kept
+    here verbatim, as the commands are: the record's XML cannot hold every character)."""
+    data = {**plan.to_json(), "commands": commands, "environment": [list(p) for p in environment or []]}
+    atomic_write(job_dir / PLAN_FILE, json.dumps(data).encode())
 
 
 def load(job_dir: Path) -> tuple[Plan, Commands]:
     """What :func:`save` wrote."""
     data = json.loads((job_dir / PLAN_FILE).read_text())
     return Plan.from_json(data), data["commands"]
+
+
+def environment(job_dir: Path) -> list[tuple[str, str]] | None:
+    """The job's environment :func:`save` wrote; None from a ``plan.json`` written without it."""
+    env = json.loads((job_dir / PLAN_FILE).read_text()).get("environment")
+    return None if env is None else [(str(k), str(v)) for k, v in env]
 
 
 def dry_run_json(desc: JobDescription, plan: Plan, commands: Commands) -> dict[str, Any]:

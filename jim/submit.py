@@ -60,7 +60,7 @@ def _record(
     job_dir = home.job_dir(job_id)
     os.mkdir(job_dir, 0o700)
     try:
-        planning.save(job_dir, plan, commands)
+        planning.save(job_dir, plan, commands, desc.environment())
         meta = {
             "segDir": env.get("JIM_SEG_DIR", ""),
             "gramUniqid": desc.get("uniqid") or "",

@@ -107,7 +107,7 @@ def build_sandbox(
         "version": 1,
         "grid_job": job_id,
         "jobtype": job.jobtype,
-        "environment": [list(p) for p in desc.environment()],
+        "environment": [list(p) for p in planning.environment(job_dir) or desc.environment()],
         "outputs": desc.values("outputs"),
         "heartbeat": 30,
         "reserved_exit_codes": list(adapter.reserved_exit_codes),

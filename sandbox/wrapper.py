@@ -90,6 +90,12 @@ def atomic_write(path, text):
     os.rename(tmp, path)
 
 
+def to_bytes(text):
+    """A manifest string as the bytes it stands for: UTF-8, and lone surrogates (bytes that were
+    not UTF-8 where the description was read) back to those bytes."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 def parse_args(argv):
     opts = {
         "index": None,
@@ -243,24 +249,27 @@ def main(argv):
 
 def run_job(manifest, job, index, scratch, outdir, bid, log):
     argv = job["argv"]
-    env = dict(os.environ)
+    # the environment as bytes: the manifest's values reach the job byte for byte (UTF-8, and
+    # the bytes that were not UTF-8 as they came), whatever this node's locale
+    env = dict(os.environb)
     for name, value in manifest.get("environment", []):
-        env[name] = value
-    env.update(job.get("env", {}))
+        env[to_bytes(name)] = to_bytes(value)
+    for name, value in job.get("env", {}).items():
+        env[to_bytes(name)] = to_bytes(value)
     progress = os.path.join(outdir, "progress")
     bindir = os.path.join(scratch, "bin")
-    env.update(
-        {
-            "JIM_INDEX": str(index),
-            "JIM_TAG": job["tag"],
-            "JIM_GRID_JOB_ID": manifest["grid_job"],
-            "JIM_OUTDIR": outdir,
-            "JIM_SCRATCH": scratch,
-            "JIM_PROGRESS_FILE": progress,
-            "JIM_BATCH_ID": bid,
-            "PATH": bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
-        }
-    )
+    ours = {
+        "JIM_INDEX": str(index),
+        "JIM_TAG": job["tag"],
+        "JIM_GRID_JOB_ID": manifest["grid_job"],
+        "JIM_OUTDIR": outdir,
+        "JIM_SCRATCH": scratch,
+        "JIM_PROGRESS_FILE": progress,
+        "JIM_BATCH_ID": bid,
+    }
+    for name, value in ours.items():
+        env[to_bytes(name)] = os.fsencode(value)  # (paths and ids of this node: its file-system encoding)
+    env[b"PATH"] = os.fsencode(bindir + os.pathsep) + env.get(b"PATH", b"/usr/bin:/bin")
     log("running %r in %s" % (argv, scratch))
     hb = Heartbeat(os.path.join(outdir, "heartbeat"), manifest.get("heartbeat", 30))
     hb.beat()
@@ -270,7 +279,13 @@ def run_job(manifest, job, index, scratch, outdir, bid, log):
     with open(os.path.join(outdir, "stdout"), "ab") as out, open(os.path.join(outdir, "stderr"), "ab") as err:
         try:
             proc = subprocess.Popen(
-                argv, cwd=scratch, env=env, stdin=open(os.devnull), stdout=out, stderr=err, close_fds=True
+                [to_bytes(a) for a in argv],
+                cwd=scratch,
+                env=env,
+                stdin=open(os.devnull),
+                stdout=out,
+                stderr=err,
+                close_fds=True,
             )
         except OSError as e:
             err.write(("jim wrapper: cannot run %s: %s\n" % (argv[0], e)).encode())

@@ -77,13 +77,20 @@ class _Protocol:
         text = " ".join(str(value).split())
         self.lines.append(f"{key}={text}\n")
 
-    def close(self) -> None:
-        data = "".join(self.lines).encode()
+    def close(self, final: bool = True) -> None:
+        """Write the lines to the real stdout, all of them or an OSError; ``final=False`` answers early
+        (``jim submit``, before it confirms the grid job): fd 1 stays on stderr and lines emitted
+        later (an error after the answer) are never written."""
+        answered = getattr(self, "answered", False)
+        data = b"" if answered else "".join(self.lines).encode()
         try:
-            os.write(self.fd, data)
+            while data:
+                data = data[os.write(self.fd, data) :]
+            self.answered = answered or not final
         finally:
-            os.dup2(self.fd, 1)
-            os.close(self.fd)
+            if final:
+                os.dup2(self.fd, 1)
+                os.close(self.fd)
 
 
 def _fast_poll(args: list[str]) -> int:
@@ -260,13 +267,28 @@ def _parser(only: str | None = None) -> Any:
         sp.add_argument("--name", help="the ad's Name (default: [advertise] name, else the site's name)")
         sp.add_argument("--json", action="store_true", help="print the ad as ClassAd JSON")
     if want("serve"):
-        sp = sub.add_parser("serve", help="read-only web view of the database")
+        sp = sub.add_parser("serve", help="read-only web view of the database (yours only: a token or a socket)")
         sp.add_argument(
             "--host",
             default="127.0.0.1",
-            help="address to listen on (default 127.0.0.1: this machine only; there is no authentication)",
+            help="address to listen on (default 127.0.0.1: this machine only; the URL printed carries a token)",
         )
         sp.add_argument("--port", type=int, default=8642, help="port (default 8642; 0 picks a free one)")
+        sp.add_argument(
+            "--socket",
+            nargs="?",
+            const="",
+            metavar="PATH",
+            help="serve on a Unix socket only you can connect to (default $JIM_HOME/serve.sock), no token",
+        )
+        sp.add_argument(
+            "--site",
+            action="store_true",
+            help="as root, behind the site's web server: each authenticated user sees their own grid jobs",
+        )
+        sp.add_argument("--proxy-secret-file", metavar="FILE", help="--site: the 0600 file of the proxy's secret")
+        sp.add_argument("--homes", default="{home}/.jim", help="--site: each user's jim home (default {home}/.jim)")
+        sp.add_argument("--user-header", default="X-Remote-User", help="--site: the header naming the user")
     if want("gram-install"):
         sub.add_parser("gram-install", help="install the GRAM5 glue (run as root)", add_help=False)
     if want(background.WORKER_COMMAND):
@@ -387,9 +409,12 @@ def _report(out: _Protocol | None, e: JimError) -> int:
 def cmd_submit(config: Config, args: Any, out: _Protocol) -> int:
     from jim.submit import submit  # (lazy: not poll's)
 
-    job_id = submit(config, _load_description(args))
-    out.emit("JOB_ID", job_id)
-    out.emit("JOB_STATE", "PENDING")
+    def announce(job_id: str) -> None:  # written before the grid job is confirmed: see jim.submit
+        out.emit("JOB_ID", job_id)
+        out.emit("JOB_STATE", "PENDING")
+        out.close(final=False)
+
+    submit(config, _load_description(args), announce=announce)
     return 0
 
 
@@ -478,7 +503,16 @@ def cmd_advertise(config: Config, args: Any, out: None) -> int:
 def cmd_serve(config: Config, args: Any, out: None) -> int:
     from jim.web import serve  # (lazy: not poll's)
 
-    return serve(config, host=args.host, port=args.port)
+    return serve(
+        config,
+        host=args.host,
+        port=args.port,
+        socket_path=args.socket,
+        site=args.site,
+        secret_file=args.proxy_secret_file,
+        homes=args.homes,
+        user_header=args.user_header,
+    )
 
 
 def cmd_worker(config: Config, args: Any, out: None) -> int:

@@ -34,21 +34,30 @@ Tests and benchmarks start a :class:`JimServer` on port 0 in a thread
 
 from __future__ import annotations
 
+import errno
+import hmac
+import html
 import ipaddress
 import json
 import logging
 import math
+import os
+import pwd
 import re
+import secrets
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
 import urllib.parse
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from socketserver import ForkingMixIn, ThreadingMixIn
+from typing import Any, TypeVar
 
 import jinja2
 
@@ -56,6 +65,7 @@ from jim import __version__
 from jim.db import STYLESHEET_PI, Database, LocalJob, child
 from jim.errors import JimError, JobNotFound
 from jim.jobid import JOB_ID_PATTERN, valid_job_id
+from jim.ownership import home_problem
 from jim.paths import Home
 from jim.states import GramState
 from jim.status import ORDER as LOCAL_ORDER
@@ -243,25 +253,64 @@ def _url(path: str, **params: Any) -> str:
 # The server
 # ---------------------------------------------------------------------------
 
+TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters
+MAX_CREDENTIAL = 512  # a token, cookie or secret longer than this is refused before it is compared
+URL_FILE = "serve.url"  # in $JIM_HOME, 0600: the URL with the token, as printed on start
+SECRET_HEADER = "X-Jim-Proxy-Secret"
+USER_HEADER = "X-Remote-User"
+DEFAULT_HOMES = "{home}/.jim"
+_ACCOUNT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
 
-class JimServer(ThreadingHTTPServer):
-    """The read-only view of one jim home; ``serve_forever()`` it, or :func:`start` it in a thread."""
+
+class View:
+    """The jim home one request is answered from (whose owner the request was authenticated as)."""
+
+    def __init__(self, home: Home, lock_timeout: float, user: str | None = None):
+        self.home = home
+        self.db = Database(home, lock_timeout)
+        self.index_cache = IndexCache(self.db)
+        self.user = user
+
+
+class Redirect(Exception):
+    def __init__(self, location: str, headers: dict[str, str]):
+        super().__init__(location)
+        self.location = location
+        self.headers = headers
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison of a credential from a request with the expected one."""
+    if not given or len(given) > MAX_CREDENTIAL:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8", "replace"))
+
+
+def _cookies(handler: BaseHTTPRequestHandler) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for header in handler.headers.get_all("Cookie") or []:
+        for part in header.split(";"):
+            name, sep, value = part.strip().partition("=")
+            if sep and name not in out:
+                out[name] = value.strip().strip('"')
+    return out
+
+
+class _Base(HTTPServer):
+    """What every ``jim serve`` has: templates, the stylesheet, the loopback check, stopping."""
 
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 64
+    loopback = True
+    check_host = True  # refuse requests whose Host header names another host (DNS rebinding)
+    one_request_per_connection = False
 
-    def __init__(self, home: Home, address: tuple[str, int] = (DEFAULT_HOST, 0), *, lock_timeout: float = 10.0):
-        self.home = home
-        self.db = Database(home, lock_timeout)
-        self.index_cache = IndexCache(self.db)
+    def __init__(self, address: Any, lock_timeout: float):
+        self.lock_timeout = lock_timeout
         self.env = make_env()
         self.stylesheet = _package_bytes("jim", "data", "jim.xsl")
         self.css = _package_bytes("jim", "templates", "jim.css")
-        host = address[0]
-        if ":" in host:
-            self.address_family = socket.AF_INET6
-        self.loopback = _is_loopback(host)
         self.thread: threading.Thread | None = None
         super().__init__(address, Handler)
 
@@ -273,6 +322,15 @@ class JimServer(ThreadingHTTPServer):
             host = f"[{host}]"
         return f"http://{host}:{port}/"
 
+    @property
+    def login_url(self) -> str:
+        """The URL to open (with the token, if there is one)."""
+        return self.url
+
+    def view_for(self, handler: Handler, parts: urllib.parse.SplitResult) -> View:
+        """The home this request may read; raises HTTPError 403 (or Redirect) otherwise."""
+        raise NotImplementedError
+
     def stop(self) -> None:
         """Stop a server started with :func:`start` (or serving in another thread)."""
         if self.thread is not None:
@@ -282,6 +340,255 @@ class JimServer(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address) -> None:
         log.exception("error while serving %s", client_address[0] if client_address else "?")
+
+
+class JimServer(ThreadingMixIn, _Base):
+    """One user's view of one jim home, for whoever shows its token.
+
+    The token (``secrets.token_urlsafe``) is given on the first visit as
+    ``?token=``; the answer sets an HttpOnly, SameSite=Strict cookie and
+    redirects to the same page without it.  A script may send
+    ``Authorization: token <token>`` instead.  Every other request is 403.
+    """
+
+    def __init__(
+        self,
+        home: Home,
+        address: tuple[str, int] = (DEFAULT_HOST, 0),
+        *,
+        lock_timeout: float = 10.0,
+        token: str | None = None,
+    ):
+        self.home = home
+        self.view = View(home, lock_timeout)
+        self.token = token or secrets.token_urlsafe(TOKEN_BYTES)
+        host = address[0]
+        if ":" in host:
+            self.address_family = socket.AF_INET6
+        self.loopback = _is_loopback(host)
+        super().__init__(address, lock_timeout)
+        self.cookie = f"jim-token-{self.server_address[1]}"
+
+    @property
+    def login_url(self) -> str:
+        return f"{self.url}?token={self.token}"
+
+    def view_for(self, handler: Handler, parts: urllib.parse.SplitResult) -> View:
+        given = _query_value(parts.query, "token")
+        if given is not None:
+            if not _same(given, self.token):
+                raise HTTPError(HTTPStatus.FORBIDDEN, "wrong token: open the URL jim serve printed when it started")
+            cookie = f"{self.cookie}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+            raise Redirect(_without_token(parts), {"Set-Cookie": cookie})
+        scheme, _, credential = handler.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() in ("token", "bearer") and _same(credential.strip(), self.token):
+            return self.view
+        if _same(_cookies(handler).get(self.cookie, ""), self.token):
+            return self.view
+        raise HTTPError(
+            HTTPStatus.FORBIDDEN,
+            f"this view needs its token: open the URL jim serve printed when it started (also in $JIM_HOME/{URL_FILE})",
+        )
+
+
+class UnixJimServer(JimServer):
+    """One user's view on a Unix socket that only its owner can connect to (0600, in a private directory)."""
+
+    address_family = socket.AF_UNIX
+
+    def __init__(self, home: Home, path: str | os.PathLike[str], *, lock_timeout: float = 10.0):
+        self.path = os.path.abspath(path)
+        self.loopback = True
+        self.home = home
+        self.view = View(home, lock_timeout)
+        self.token = ""
+        self._bound: tuple[int, int] | None = None
+        self._dir_fd = _private_socket_dir(self.path)
+        self.cookie = ""
+        _Base.__init__(self, os.path.basename(self.path), lock_timeout)
+
+    def server_bind(self) -> None:
+        """Bind in the directory already checked (no path is resolved again), the socket 0600 from the start."""
+        name = os.path.basename(self.path)
+        try:
+            st = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISSOCK(st.st_mode):
+                raise OSError(errno.EEXIST, f"{self.path} exists and is not a socket")
+            if st.st_uid != os.geteuid():
+                raise OSError(errno.EPERM, f"{self.path} belongs to another account")
+            if _socket_answers(self._dir_fd, name):
+                raise OSError(errno.EADDRINUSE, f"something already listens on {self.path}")
+            os.unlink(name, dir_fd=self._dir_fd)
+        cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        umask = os.umask(0o177)
+        try:
+            os.fchdir(self._dir_fd)
+            self.socket.bind(name)
+        finally:
+            os.fchdir(cwd)
+            os.umask(umask)
+            os.close(cwd)
+        st = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
+        self._bound = (st.st_dev, st.st_ino)
+        self.server_name, self.server_port = "localhost", 0
+
+    @property
+    def url(self) -> str:
+        return f"http+unix://{urllib.parse.quote(self.path, safe='')}/"
+
+    @property
+    def login_url(self) -> str:
+        return self.url
+
+    def view_for(self, handler: Handler, parts: urllib.parse.SplitResult) -> View:
+        return self.view  # whoever could connect is the socket's owner
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self._dir_fd >= 0:
+            name = os.path.basename(self.path)
+            try:  # only the socket this server made (never what was there before, nor a later one)
+                st = os.stat(name, dir_fd=self._dir_fd, follow_symlinks=False)
+                if stat.S_ISSOCK(st.st_mode) and (st.st_dev, st.st_ino) == self._bound:
+                    os.unlink(name, dir_fd=self._dir_fd)
+            except OSError:
+                pass
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+
+
+def _private_socket_dir(path: str) -> int:
+    """An open descriptor of the socket's directory: created 0700 if missing, refused unless ours and private."""
+    parent = os.path.dirname(path)
+    try:
+        os.mkdir(parent, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise OSError(e.errno, f"cannot create {parent}: {e.strerror}") from None
+    try:
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise OSError(e.errno, f"{parent} is not a directory (or is a symbolic link)") from None
+    st = os.fstat(fd)
+    why = None
+    if st.st_uid != os.geteuid():
+        why = f"{parent} belongs to another account"
+    elif st.st_mode & 0o077:
+        why = f"{parent} is open to other accounts (mode {stat.S_IMODE(st.st_mode):04o}; chmod 700 it)"
+    if why:
+        os.close(fd)
+        raise OSError(errno.EPERM, f"the socket's directory must be private: {why}")
+    return fd
+
+
+def _socket_answers(dir_fd: int, name: str) -> bool:
+    cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fchdir(dir_fd)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(1)
+            s.connect(name)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.fchdir(cwd)
+        os.close(cwd)
+
+
+class SiteJimServer(ForkingMixIn, _Base):
+    """Every user's own grid jobs, behind a site web server that authenticates them.
+
+    The web server (Apache, nginx) authenticates the person, then passes the
+    account name in ``X-Remote-User`` (``user_header``) and the shared secret
+    in ``X-Jim-Proxy-Secret``; a request without the right secret is 403.
+    Each connection is answered by a child process that becomes the named
+    account (root only: groups, gid, uid) before it opens that account's
+    home (``homes``: ``{user}``, ``{home}`` = its passwd home directory), so
+    it reads nothing the account itself could not; the home must belong to
+    the account.  Nobody ever sees another account's grid jobs.
+    """
+
+    block_on_close = False
+    check_host = False  # behind a proxy: the secret header is what a browser cannot forge
+    one_request_per_connection = True  # a proxy's kept-alive connection may carry several users' requests
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        secret: str,
+        *,
+        homes: str = DEFAULT_HOMES,
+        user_header: str = USER_HEADER,
+        lock_timeout: float = 10.0,
+    ):
+        self.secret = secret
+        self.homes = homes
+        self.user_header = user_header
+        self.loopback = _is_loopback(address[0])
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, lock_timeout)
+
+    def view_for(self, handler: Handler, parts: urllib.parse.SplitResult) -> View:
+        if not _same(handler.headers.get(SECRET_HEADER, ""), self.secret):
+            raise HTTPError(HTTPStatus.FORBIDDEN, "not through the site's web server")
+        name = (handler.headers.get(self.user_header) or "").strip()
+        if not _ACCOUNT.fullmatch(name):
+            raise HTTPError(HTTPStatus.FORBIDDEN, "no authenticated user")
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            raise HTTPError(HTTPStatus.FORBIDDEN, f"no local account {name}") from None
+        if pw.pw_uid == 0:
+            raise HTTPError(HTTPStatus.FORBIDDEN, "a site view does not serve root's jobs")
+        if os.geteuid() != pw.pw_uid:
+            if os.geteuid() != 0:
+                raise HTTPError(HTTPStatus.FORBIDDEN, "this jim serve --site cannot act as other accounts")
+            if not self.in_child:
+                raise HTTPError(HTTPStatus.INTERNAL_SERVER_ERROR, "a site view answers in a child process only")
+            os.setgroups(os.getgrouplist(pw.pw_name, pw.pw_gid))
+            os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+            os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+        root = home_pattern(self.homes, pw.pw_name, pw.pw_dir)
+        why = home_problem(root, pw.pw_uid)
+        if why:
+            log.warning("jim serve --site: %s: %s", name, why)
+            raise HTTPError(HTTPStatus.FORBIDDEN, f"the jim home of {name} is not used: it is not private to {name}")
+        return View(Home(root), self.lock_timeout, user=name)
+
+    in_child = False
+
+    def process_request(self, request, client_address) -> None:
+        pid = os.fork()
+        if pid:  # the parent: the child has the connection now
+            if self.active_children is None:
+                self.active_children = set()
+            self.active_children.add(pid)
+            self.close_request(request)
+            return
+        status = 1
+        try:
+            self.in_child = True
+            self.socket.close()
+            self.finish_request(request, client_address)
+            status = 0
+        except BaseException:
+            self.handle_error(request, client_address)
+        finally:
+            try:
+                self.shutdown_request(request)
+            finally:
+                os._exit(status)
+
+
+def home_pattern(pattern: str, user: str, home: str) -> str:
+    """A user's jim home from a pattern: ``{user}`` the account name, ``{home}`` its home directory."""
+    return pattern.replace("{user}", user).replace("{home}", home.rstrip("/") or "/")
 
 
 def _is_loopback(host: str) -> bool:
@@ -317,9 +624,45 @@ def _route(path: str) -> tuple[str, re.Match[str]]:
     raise HTTPError(HTTPStatus.NOT_FOUND, "no such page")
 
 
-def start(home: Home, host: str = DEFAULT_HOST, port: int = 0, **kw) -> JimServer:
-    """A :class:`JimServer` serving in a daemon thread (``server.url``; ``server.stop()``)."""
-    server = JimServer(home, (host, port), **kw)
+def _query_value(qs: str, name: str) -> str | None:
+    """The (first) value of one query parameter, or None."""
+    for key, value in urllib.parse.parse_qsl(qs, keep_blank_values=True, max_num_fields=20):
+        if key == name:
+            return value
+    return None
+
+
+def _without_token(parts: urllib.parse.SplitResult) -> str:
+    """Where a first visit with ``?token=`` is sent: the same page without the token (a known route, else /)."""
+    try:
+        _route(parts.path)
+        path = parts.path
+    except HTTPError:
+        path = "/"
+    pairs = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k != "token"]
+    return path + ("?" + urllib.parse.urlencode(pairs) if pairs else "")
+
+
+def start(home: Home, host: str = DEFAULT_HOST, port: int = 0, *, socket_path: str | None = None, **kw) -> JimServer:
+    """A :class:`JimServer` serving in a daemon thread (``server.url``, ``server.token``; ``server.stop()``).
+
+    With ``socket_path``, a :class:`UnixJimServer` on that Unix socket instead.
+    """
+    server: JimServer = (
+        UnixJimServer(home, socket_path, **kw) if socket_path is not None else JimServer(home, (host, port), **kw)
+    )
+    return _in_thread(server)
+
+
+def start_site(secret: str, host: str = DEFAULT_HOST, port: int = 0, **kw) -> SiteJimServer:
+    """A :class:`SiteJimServer` serving in a daemon thread (its children answer the requests)."""
+    return _in_thread(SiteJimServer((host, port), secret, **kw))
+
+
+_S = TypeVar("_S", bound=_Base)
+
+
+def _in_thread(server: _S) -> _S:
     server.thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="jim-web", daemon=True
     )
@@ -327,14 +670,108 @@ def start(home: Home, host: str = DEFAULT_HOST, port: int = 0, **kw) -> JimServe
     return server
 
 
-def serve(config, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
-    """``jim serve``: serve until SIGINT or SIGTERM; 0 on a clean stop, 1 if it cannot listen."""
-    home = Home(config.home)
+def read_secret(path: str) -> str:
+    """The shared secret of a site instance: a regular file of ours that no other account can read."""
     try:
-        server = JimServer(home, (host, port), lock_timeout=config.deadlines.lock)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
-        print(f"jim: error: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
-        log.error("jim serve: cannot listen on %s:%s: %s", host, port, e)
+        raise JimError(f"cannot read the proxy secret file {path}: {e.strerror} (a symbolic link is refused)") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise JimError(f"the proxy secret file {path} is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise JimError(f"the proxy secret file {path} does not belong to the account jim serve runs as")
+        if st.st_mode & 0o077:
+            raise JimError(f"the proxy secret file {path} is open to other accounts: chmod 600 it")
+        data = os.read(fd, MAX_CREDENTIAL + 2)
+    finally:
+        os.close(fd)
+    secret = data.decode("utf-8", "replace").strip()
+    if len(secret) < 16 or len(secret) > MAX_CREDENTIAL or any(c.isspace() or not c.isprintable() for c in secret):
+        raise JimError(
+            f"the proxy secret in {path} must be one line of 16 to {MAX_CREDENTIAL} printable characters "
+            f"(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return secret
+
+
+def _write_url_file(home: Home, url: str) -> Path:
+    """``$JIM_HOME/serve.url``: the URL with the token, 0600, replaced atomically (never through a link)."""
+    home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    final = home.root / URL_FILE
+    tmp = home.root / f".{URL_FILE}.{os.getpid()}.tmp"
+    try:
+        tmp.unlink()
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, (url + "\n").encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    return final
+
+
+def _remove_url_file(path: Path, url: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            mine = os.read(fd, 4096).decode(errors="replace").strip() == url
+        finally:
+            os.close(fd)
+        if mine:  # another jim serve of this home may have written its own since
+            path.unlink()
+    except OSError:
+        pass
+
+
+def serve(
+    config,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    socket_path: str | None = None,
+    site: bool = False,
+    secret_file: str | None = None,
+    homes: str = DEFAULT_HOMES,
+    user_header: str = USER_HEADER,
+) -> int:
+    """``jim serve``: serve until SIGINT or SIGTERM; 0 on a clean stop, 1 if it cannot start."""
+    home = Home(config.home)
+    where = (socket_path or str(home.root / "serve.sock")) if socket_path is not None else f"{host}:{port}"
+    server: _Base
+    try:
+        if site:
+            if os.geteuid() != 0:
+                raise JimError("jim serve --site runs as root: it answers each user as that user")
+            if not secret_file:
+                raise JimError("jim serve --site needs --proxy-secret-file (the secret the site web server sends)")
+            if "{user}" not in homes and "{home}" not in homes or not home_pattern(homes, "u", "/h").startswith("/"):
+                raise JimError(f"--homes {homes!r} must be an absolute path with {{user}} or {{home}} in it")
+            if not _ACCOUNT.fullmatch(user_header.replace("-", "_")):
+                raise JimError(f"--user-header {user_header!r} is not a header name")
+            server = SiteJimServer(
+                (host, port),
+                read_secret(secret_file),
+                homes=homes,
+                user_header=user_header,
+                lock_timeout=config.deadlines.lock,
+            )
+        elif socket_path is not None:
+            path = socket_path or str(home.root / "serve.sock")
+            home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            server = UnixJimServer(home, path, lock_timeout=config.deadlines.lock)
+        else:
+            server = JimServer(home, (host, port), lock_timeout=config.deadlines.lock)
+    except JimError as e:
+        print(f"jim: error: {e.message}", file=sys.stderr)
+        log.error("jim serve: %s", e.message)
+        return 1
+    except OSError as e:
+        print(f"jim: error: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
+        log.error("jim serve: cannot listen on %s: %s", where, e)
         return 1
 
     def stop(signum, frame):
@@ -344,21 +781,34 @@ def serve(config, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
     # jim's human commands die quietly on SIGPIPE (for `| head`); a server must not: a browser
     # that drops a connection mid-answer is an EPIPE for that request only
     previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    if not server.loopback:
-        msg = (
-            f"jim serve listens on {host}, not on a loopback address: anyone who can reach it "
-            f"reads every grid job of {home.root} (there is no authentication)"
-        )
-        log.warning(msg)
-        print(f"jim: warning: {msg}", file=sys.stderr)
-    log.info("jim serve: %s (database %s)", server.url, home.db)
-    print(f"jim serve: {server.url}  (read-only view of {home.db}; Ctrl-C stops)", flush=True)
+    url_file = None
+    if isinstance(server, SiteJimServer):
+        what = f"each user's own grid jobs ({homes}), behind the site's web server"
+        if not server.loopback:
+            msg = f"jim serve --site listens on {host}: only the site's web server should be able to reach it"
+            log.warning(msg)
+            print(f"jim: warning: {msg}", file=sys.stderr)
+    else:
+        what = f"read-only view of {home.db}"
+        if not isinstance(server, UnixJimServer):
+            url_file = _write_url_file(home, server.login_url)
+            if not server.loopback:
+                msg = (
+                    f"jim serve listens on {host}, not on a loopback address: its token travels unencrypted "
+                    f"(prefer the default, or --socket, and ssh -L)"
+                )
+                log.warning(msg)
+                print(f"jim: warning: {msg}", file=sys.stderr)
+    log.info("jim serve: %s (%s)", server.url, what)
+    print(f"jim serve: {server.login_url}  ({what}; Ctrl-C stops)", flush=True)
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        if url_file is not None:
+            _remove_url_file(url_file, server.login_url)
         for s, h in previous.items():
             signal.signal(s, h)
         log.info("jim serve: stopped")
@@ -366,17 +816,25 @@ def serve(config, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
 
 
 class Handler(BaseHTTPRequestHandler):
-    server: JimServer
+    server: _Base
     server_version = f"jim/{__version__}"
     sys_version = ""
     protocol_version = "HTTP/1.1"
     timeout = 30  # s a connection may sit idle or half-sent before its thread gives up
+    view: View
 
     def handle(self) -> None:
         try:
-            super().handle()
+            if self.server.one_request_per_connection:
+                self.close_connection = True
+                self.handle_one_request()
+            else:
+                super().handle()
         except (BrokenPipeError, ConnectionResetError, TimeoutError) as e:
-            log.debug("%s went away: %s", self.client_address[0], e)
+            log.debug("%s went away: %s", self.address_string(), e)
+
+    def address_string(self) -> str:
+        return self.client_address[0] if isinstance(self.client_address, tuple) else "unix-socket"
 
     # -- methods -------------------------------------------------------------
     def do_GET(self) -> None:
@@ -399,6 +857,11 @@ class Handler(BaseHTTPRequestHandler):
             self.rfile.read(int(length))
         elif length or "Transfer-Encoding" in self.headers:
             self.close_connection = True
+        try:
+            self._authorize(urllib.parse.urlsplit(self.path))
+        except (HTTPError, Redirect):
+            self._send_error(HTTPStatus.FORBIDDEN, "not allowed", head=False)
+            return
         self._send_error(
             HTTPStatus.METHOD_NOT_ALLOWED,
             "jim serve is read-only: only GET and HEAD",
@@ -418,9 +881,8 @@ class Handler(BaseHTTPRequestHandler):
     # -- dispatch ---------------------------------------------------------------
     def _respond(self, head: bool) -> None:
         try:
-            if self.server.loopback and not _host_is_loopback_name(self.headers.get("Host", "localhost")):
-                raise HTTPError(HTTPStatus.BAD_REQUEST, "unexpected Host header for a server on a loopback address")
             parts = urllib.parse.urlsplit(self.path)
+            self._authorize(parts)
             route, m = _route(parts.path)
             job_id = m.groupdict().get("job_id")
             if job_id is not None and not valid_job_id(job_id):  # belt and braces: the route already did
@@ -429,6 +891,11 @@ class Handler(BaseHTTPRequestHandler):
             status, headers, body = getattr(self, "route_" + route)(query, **m.groupdict())
         except HTTPError as e:
             self._send_error(e.status, e.message, head=head)
+            return
+        except Redirect as r:
+            body = b"See <a href='" + html.escape(r.location, quote=True).encode() + b"'>this page</a>.\n"
+            headers = {"Location": r.location, "Content-Type": "text/html; charset=utf-8", **r.headers}
+            self._send(HTTPStatus.SEE_OTHER, {"Content-Security-Policy": CSP_OTHER, **headers}, body, head=head)
             return
         except JobNotFound:
             self._send_error(HTTPStatus.NOT_FOUND, "no such grid job", head=head)
@@ -443,6 +910,19 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._send(status, headers, body, head=head)
 
+    def _authorize(self, parts: urllib.parse.SplitResult) -> None:
+        """Sets ``self.view`` (the home this request may read); HTTPError 400/403 or Redirect otherwise."""
+        if (
+            self.server.check_host
+            and self.server.loopback
+            and not _host_is_loopback_name(self.headers.get("Host", "localhost"))
+        ):
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "unexpected Host header for a server on a loopback address")
+        try:
+            self.view = self.server.view_for(self, parts)
+        except ValueError:  # a query with too many fields
+            raise HTTPError(HTTPStatus.FORBIDDEN, "not allowed") from None
+
     @staticmethod
     def _query(qs: str) -> dict[str, str]:
         try:
@@ -453,6 +933,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: HTTPStatus, headers: dict[str, str], body: bytes, *, head: bool) -> None:
         self.send_response(status)
+        if self.server.one_request_per_connection:
+            headers = {**headers, "Connection": "close"}
         for k, v in {**COMMON_HEADERS, **headers}.items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
@@ -501,7 +983,7 @@ class Handler(BaseHTTPRequestHandler):
         state = query.get("state", "").upper()
         if state and state not in GRID_STATES:
             raise HTTPError(HTTPStatus.BAD_REQUEST, "state must be one of " + ", ".join(GRID_STATES))
-        jobs, counts = self.server.index_cache.get()
+        jobs, counts = self.view.index_cache.get()
         if state:
             jobs = [j for j in jobs if j.get("state") == state]
         return jobs, counts, state
@@ -539,11 +1021,11 @@ class Handler(BaseHTTPRequestHandler):
             links=_page_links("/", params, page, pages),
             filters=filters,
             refresh=REFRESH_INDEX_S if active else None,
-            home=str(self.server.home.root),
+            home=str(self.view.home.root),
         )
 
     def route_job(self, query: dict[str, str], job_id: str):
-        job = self.server.db.read(job_id)
+        job = self.view.db.read(job_id)
         now = time.time()
         lstate = query.get("state", "").upper()
         if lstate and lstate not in LOCAL_STATES:
@@ -629,11 +1111,11 @@ class Handler(BaseHTTPRequestHandler):
         return status, headers, body
 
     def route_api_job(self, query: dict[str, str], job_id: str):
-        return self._json(status_json(self.server.db.read(job_id)), query)
+        return self._json(status_json(self.view.db.read(job_id)), query)
 
     def route_db_record(self, query: dict[str, str], job_id: str):
         try:
-            data = self.server.home.record(job_id).read_bytes()
+            data = self.view.home.record(job_id).read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             raise JobNotFound(job_id) from None
         return (
@@ -651,7 +1133,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def route_db_index(self, query: dict[str, str]):
         try:
-            data = self.server.home.index.read_bytes()
+            data = self.view.home.index.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             data = b"<?xml version='1.0' encoding='UTF-8'?>\n<index schemaVersion=\"1\"/>\n"
         return (

@@ -113,14 +113,17 @@ def server(home):
 
 
 class Client:
-    def __init__(self, server):
+    """Requests to a server started in a thread, with its token (``auth=False``: without)."""
+
+    def __init__(self, server, auth: bool = True):
         self.host, self.port = server.server_address[:2]
+        self.auth = {"Authorization": f"token {server.token}"} if auth else {}
 
     def request(self, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
         conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-            hdrs = {"Host": f"127.0.0.1:{self.port}", **(headers or {})}
+            hdrs = {"Host": f"127.0.0.1:{self.port}", **self.auth, **(headers or {})}
             if body is not None:
                 hdrs["Content-Length"] = str(len(body))
             for k, v in hdrs.items():
@@ -558,11 +561,14 @@ def test_jim_serve_command(jim_env):
     )
     try:
         line = proc.stdout.readline()
-        m = re.match(r"jim serve: http://127\.0\.0\.1:(\d+)/ ", line)
+        m = re.match(r"jim serve: http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{43}) ", line)
         assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
-        port = int(m.group(1))
+        port, token = int(m.group(1)), m.group(2)
+        url_file = jim_env.home / "serve.url"
+        assert url_file.read_text() == f"http://127.0.0.1:{port}/?token={token}\n"
+        assert url_file.stat().st_mode & 0o777 == 0o600
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("GET", f"/jobs/{job_id}")
+        conn.request("GET", f"/jobs/{job_id}", headers={"Authorization": f"token {token}"})
         resp = conn.getresponse()
         assert resp.status == 200 and b"served" in resp.read()
         conn.close()
@@ -572,6 +578,7 @@ def test_jim_serve_command(jim_env):
         assert out == "" and err == ""  # requests went to jim's log, not to the terminal
         log = (jim_env.home / "log" / "jim.log").read_text()
         assert f'"GET /jobs/{job_id} HTTP/1.1" 200' in log
+        assert not url_file.exists()  # removed on a clean stop
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -590,14 +597,17 @@ def test_jim_serve_survives_dropped_connections(jim_env):
         text=True,
     )
     try:
-        port = int(re.search(r":(\d+)/", proc.stdout.readline()).group(1))
+        m = re.search(r":(\d+)/\?token=(\S+)", proc.stdout.readline())
+        port, token = int(m.group(1)), m.group(2)
         for _ in range(5):  # the request, then gone: the server's first write is answered by a reset
             with socket.create_connection(("127.0.0.1", port)) as c:
-                c.sendall(f"GET /jobs/{job_id} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+                c.sendall(
+                    f"GET /jobs/{job_id} HTTP/1.1\r\nHost: localhost\r\nAuthorization: token {token}\r\n\r\n".encode()
+                )
         time.sleep(0.5)
         assert proc.poll() is None, proc.stderr.read()
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("GET", "/")
+        conn.request("GET", "/", headers={"Authorization": f"token {token}"})
         assert conn.getresponse().status == 200
         conn.close()
     finally:

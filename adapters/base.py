@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jim import localfiles
-from jim.errors import BatchError, CancelError, ConfigError, JimError, QueryError, SubmitError
+from jim.errors import BatchError, CancelError, ConfigError, InvalidAttribute, JimError, QueryError, SubmitError
 from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.paths import Home
@@ -99,6 +99,37 @@ def parse_tag_name(name: str | None) -> tuple[str, int] | None:
     if not grid or not offset.isdigit():
         return None
     return grid, int(offset)
+
+
+#: The longest local queue name jim passes on (Slurm partitions, Grid Engine queues with a host,
+#: PBS ``queue@server`` all fit).
+QUEUE_NAME_MAX = 128
+#: What a local queue name may be made of: letters, digits and ``_ . @ : + -``, not beginning
+#: with ``-`` (a batch command would read it as an option).  Slurm partition, Grid Engine queue
+#: (``all.q@host``), PBS queue (``workq@server``) and HTCondor names of real sites fit.
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_.@:+][A-Za-z0-9_.@:+-]*")
+
+
+def queue_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the name of a local queue, in a few words; None when it can."""
+    if not name:
+        return "a queue name must not be empty"
+    if len(name) > QUEUE_NAME_MAX:
+        return f"a queue name must be at most {QUEUE_NAME_MAX} characters, got {len(name)}"
+    if name.startswith("-"):
+        return f"a queue name must not begin with '-', got {name[:40]!r}"
+    if not _QUEUE_NAME.fullmatch(name):
+        return f"a queue name is made of letters, digits and _ . @ : + - only, got {name[:40]!r}"
+    return None
+
+
+def check_queue_name(name: str) -> str:
+    """``name`` when it can name a local queue (see :func:`queue_name_problem`), else
+    :class:`InvalidAttribute` (GRAM error 134) saying why."""
+    problem = queue_name_problem(name)
+    if problem is not None:
+        raise InvalidAttribute(problem)
+    return name
 
 
 def batched(items: Sequence[U], size: int) -> list[Sequence[U]]:
@@ -233,10 +264,18 @@ class AdapterOptions:
         options.check()
         return options
 
+    #: Options that name a local queue: checked like every queue name (see :func:`queue_name_problem`).
+    queue_options: ClassVar[tuple[str, ...]] = ("queue", "partition")
+
     def check(self) -> None:
         """Further checks of the values (raise :class:`ConfigError`); see subclasses."""
         if self.command_timeout <= 0:
             raise ConfigError("[batch] command_timeout must be positive")
+        for key in self.queue_options:
+            value = getattr(self, key, "")
+            problem = queue_name_problem(value) if isinstance(value, str) and value else None
+            if problem is not None:
+                raise ConfigError(f"[batch] {key}: {problem}")
 
     def describe(self) -> str:
         """The options that differ from their defaults, for people (``jim doctor``)."""
@@ -476,6 +515,17 @@ class Adapter(abc.ABC):
         """Stop these local jobs, ``ids_per_command`` at a time (already-finished ones are not an error)."""
         for part in batched(self.cancel_units(batch_ids), self.ids_per_command):
             self.cancel_batch(part, grace)
+
+    def queue_of(self, chunk: SubmitChunk, default: str) -> str | None:
+        """The local queue of a chunk: the one the plan chose, else the adapter's default; None for
+        the batch system's own default (``default`` is what jim calls it when no queue is described)."""
+        queue = chunk.queue or default
+        if not queue or queue == "default":
+            return None
+        problem = queue_name_problem(queue)
+        if problem is not None:  # (never an option-looking word on a batch command line)
+            raise SubmitError(f"local queue refused: {problem}", transient=False)
+        return queue
 
     # -- commands -----------------------------------------------------------------
     def run(
@@ -854,12 +904,6 @@ class CommandAdapter(Adapter):
                 stderr=proc.stderr,
                 transient=self.is_transient(text),
             )
-
-    def queue_of(self, chunk: SubmitChunk, default: str) -> str | None:
-        """The local queue of a chunk: the one the plan chose, else the adapter's default; None for
-        the batch system's own default (``default`` is what jim calls it when no queue is described)."""
-        queue = chunk.queue or default
-        return queue if queue and queue != "default" else None
 
 
 def _pattern(parts: tuple[str, ...]) -> re.Pattern[str] | None:

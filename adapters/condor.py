@@ -387,8 +387,9 @@ class CondorAdapter(Adapter):
                 "My.JimOffset": str(int(offset)),
                 "My.JimTag": classad_string(f"{chunk.grid_id}.{offset}"),
             }
-            if chunk.queue and chunk.queue != "default":
-                desc["My.JimQueue"] = classad_string(chunk.queue)
+            queue = self.queue_of(chunk, "")
+            if queue:
+                desc["My.JimQueue"] = classad_string(queue)
         except ValueError as e:
             raise SubmitError(f"cannot describe local jobs of {chunk.grid_id} to HTCondor: {e}") from None
         if self.options.requirements.strip():

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from jim.adapters.base import check_queue_name
 from jim.config import Config
 from jim.db import atomic_write
 from jim.errors import InvalidAttribute, JimError, PlanError
@@ -48,7 +49,12 @@ def make_plan(
     queue choice in the requirements cache under ``$JIM_HOME/cache``.
     """
     cls = _handler_class(desc)
+    stated = (desc.get("queue") or "").strip()
+    if stated:  # (the GRAM queue, before anything is matched against it: never an option-looking word)
+        check_queue_name(stated)
     choice = _choose_queue(config, desc, dry_run)
+    if choice.name:
+        check_queue_name(choice.name)
     handler = cls(config.site, config.handler_options(cls.name or desc.jimtype), queue=choice.queue, grid_job_id=job_id)
     try:
         plan = handler.getNumSubmissionTimes(desc)

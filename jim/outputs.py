@@ -29,14 +29,13 @@ import os
 import re
 import stat
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from jim.db import Database, GridJob
 from jim.errors import InvalidAttribute
-from jim.jobdesc import JobDescription
+from jim.jobdesc import JobDescription, Value
 from jim.locks import locked
 from jim.log import for_job
 from jim.timestamps import now_iso
@@ -72,13 +71,21 @@ def resolve_user_paths(desc: JobDescription, jim_home: str | os.PathLike[str]) -
     ``directory`` and recorded so; a path into jim's own home is refused (134)."""
     base = job_directory(desc.get("directory"))
     for name in USER_PATHS:
-        value = desc.get(name)
-        if value is None or not value or (name != "outputtar" and _not_a_file(value)):
+        values = desc.attrs.get(name)
+        if not values:
             continue
-        path = Path(os.path.normpath(base / value))
-        if inside_home(path, jim_home):
-            raise InvalidAttribute(f"{name} may not name a file in jim's own directory {str(jim_home)!r}: {value!r}")
-        desc.attrs[name] = [check_output_tar(str(path), None) if name == "outputtar" else str(path)]
+        resolved: list[Value] = []
+        for value in values:
+            if not isinstance(value, str) or not value or (name != "outputtar" and _not_a_file(value)):
+                resolved.append(value)  # (a URL, or GRAM's (destination tag) form: not a file jim writes)
+                continue
+            if "\0" in value or len(value) > 4096:
+                raise InvalidAttribute(f"{name} is not a usable path")
+            path = Path(os.path.normpath(base / value))
+            if inside_home(path, jim_home):
+                raise InvalidAttribute(f"{name} may not name a file in jim's own directory: {value!r}")
+            resolved.append(check_output_tar(str(path), None) if name == "outputtar" else str(path))
+        desc.attrs[name] = resolved
 
 
 def _not_a_file(value: str) -> bool:
@@ -112,6 +119,8 @@ def check_output_tar(path: str, directory: str | None) -> str:
 def _new_temp(target: Path) -> tuple[int, Path]:
     """A new temporary file beside ``target`` (created exclusively, never through a symbolic link,
     mode 0600): what jim writes in a user-named place goes there first, then is renamed into place."""
+    import tempfile  # (lazy: only when outputs are written; submit imports this module for its checks)
+
     fd, name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent)
     return fd, Path(name)
 

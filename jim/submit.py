@@ -23,7 +23,7 @@ from jim.db import Database, GridJob, new_record
 from jim.handlers.base import Plan
 from jim.jobdesc import JobDescription
 from jim.jobid import new_job_id
-from jim.outputs import check_output_tar
+from jim.outputs import resolve_user_paths
 from jim.paths import Home
 
 
@@ -34,9 +34,7 @@ def submit(
     env = dict(os.environ if env is None else env)
     job_id = new_job_id()
     _handler, plan, commands = planning.make_plan(config, desc, job_id=job_id)
-    outputtar = desc.get("outputtar")
-    if outputtar is not None:
-        desc.attrs["outputtar"] = [check_output_tar(outputtar, desc.get("directory"))]
+    resolve_user_paths(desc, config.home)  # stdout, stderr, outputtar: absolute, never into jim's home
     home = Home(config.home).ensure()
     record = _record(config, home, job_id, desc, plan, commands, env)
     log = jlog.for_job("jim.submit", job_id)

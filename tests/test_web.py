@@ -13,6 +13,7 @@ import json
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -623,3 +624,148 @@ def test_jim_serve_port_in_use(jim_env):
         proc = jim_env.run("serve", "--port", str(port), timeout=20)
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# who may look: the token, the Unix socket
+# ---------------------------------------------------------------------------
+
+ALL_ROUTES = ("/", "/api/jobs", "/jobs/{id}", "/api/jobs/{id}", "/db/{id}.xml", "/db/index.xml", "/db/jim.xsl")
+ALL_ROUTES += ("/static/jim.css", "/nope", "/jobs/{id}?state=FAILED")
+
+
+def test_without_the_token_every_route_is_403(db, server):
+    job_id = record(db, name="private job")
+    anonymous = Client(server, auth=False)
+    for credentials in (
+        {},
+        {"Authorization": "token " + server.token[:-1] + ("a" if server.token[-1] != "a" else "b")},
+        {"Authorization": "token "},
+        {"Authorization": "Basic " + server.token},
+        {"Cookie": f"{server.cookie}=wrong"},
+        {"Cookie": f"jim-token-1={server.token}"},  # another port's cookie
+        {"Authorization": "token " + "é" * 40},
+        {"Cookie": f"{server.cookie}=" + "x" * 5000},
+    ):
+        for path in ALL_ROUTES:
+            for method in ("GET", "HEAD"):
+                status, headers, body = anonymous.request(method, path.format(id=job_id), headers=credentials)
+                assert status == 403, (credentials, method, path)
+                assert job_id.encode() not in body and b"private job" not in body and b"D0_RELEASE" not in body
+                assert "set-cookie" not in headers
+    status, _, body = anonymous.request("POST", f"/jobs/{job_id}", body=b"x=1")
+    assert status == 403 and job_id.encode() not in body
+    status, _, _ = anonymous.get(f"/jobs/{job_id}?token=" + server.token[:-1])
+    assert status == 403
+
+
+def test_first_visit_with_the_token_sets_a_cookie_and_drops_it_from_the_url(db, server):
+    job_id = record(db, name="mine")
+    anonymous = Client(server, auth=False)
+    status, headers, body = anonymous.get(f"/jobs/{job_id}?state=FAILED&token={server.token}&order=attention")
+    assert status == 303
+    assert headers["location"] == f"/jobs/{job_id}?state=FAILED&order=attention"
+    cookie = headers["set-cookie"]
+    assert cookie.startswith(f"{server.cookie}={server.token};")
+    attrs = {a.strip().lower() for a in cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/"} <= attrs
+    assert server.token.encode() not in body and b"mine" not in body
+    with_cookie = {"Cookie": f"other=1; {server.cookie}={server.token}"}
+    status, _, body = anonymous.get(f"/jobs/{job_id}?state=FAILED&order=attention", headers=with_cookie)
+    assert status == 200 and b"mine" in body
+    for path in ("/db/jim.xsl", "/static/jim.css", f"/db/{job_id}.xml", "/api/jobs"):
+        assert anonymous.get(path, headers=with_cookie)[0] == 200, path
+    # a token on a path that is no page sends to the index, never elsewhere
+    for odd in ("//evil.example/", "/nope", "/jobs/..%2f"):
+        status, headers, _ = anonymous.get(f"{odd}?token={server.token}")
+        assert status == 303 and headers["location"] == "/", odd
+    assert server.url + "?token=" + server.token == server.login_url
+
+
+def test_each_server_has_its_own_token(home):
+    a, b = web.start(home), web.start(home)
+    try:
+        assert a.token != b.token and len(a.token) >= 43
+        assert Client(a).get("/")[0] == 200
+        assert Client(a, auth=False).get("/", headers={"Authorization": f"token {b.token}"})[0] == 403
+    finally:
+        a.stop()
+        b.stop()
+
+
+class UnixClient(Client):
+    def __init__(self, path: Path):
+        self.path = str(path)
+        self.port = 0
+        self.auth = {}
+
+    def request(self, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(10)
+            s.connect(self.path)
+            s.sendall(f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        head, _, payload = data.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+        return int(lines[0].split()[1]), headers, payload
+
+
+def test_unix_socket(db, home, tmp_path):
+    job_id = record(db, name="over the socket")
+    private = tmp_path / "run"
+    sock = private / "jim.sock"
+    s = web.start(home, socket_path=str(sock))
+    try:
+        assert private.stat().st_mode & 0o777 == 0o700  # created private
+        st = sock.lstat()
+        assert stat.S_ISSOCK(st.st_mode) and st.st_mode & 0o777 == 0o600
+        client = UnixClient(sock)
+        assert "over the socket" in client.ok(f"/jobs/{job_id}")
+        assert client.get("/api/jobs")[0] == 200
+        assert client.get("/", headers={})[0] == 200
+        assert s.url.startswith("http+unix://")
+    finally:
+        s.stop()
+    assert not sock.exists()
+    # a stale socket of ours (nothing listening) is replaced
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(sock))
+    stale.close()
+    s = web.start(home, socket_path=str(sock))
+    try:
+        assert UnixClient(sock).get("/")[0] == 200
+        with pytest.raises(OSError, match="already listens"):  # a live one is not
+            web.start(home, socket_path=str(sock))
+    finally:
+        s.stop()
+
+
+def test_unix_socket_refuses_unsafe_places(home, tmp_path):
+    # an existing file that is not a socket: refused, and left alone
+    private = tmp_path / "run"
+    private.mkdir(mode=0o700)
+    victim = private / "notes.txt"
+    victim.write_text("keep me")
+    with pytest.raises(OSError, match="not a socket"):
+        web.start(home, socket_path=str(victim))
+    assert victim.read_text() == "keep me"
+    # a symbolic link where the socket would be: not followed
+    target = tmp_path / "elsewhere.sock"
+    (private / "link.sock").symlink_to(target)
+    with pytest.raises(OSError, match="not a socket"):
+        web.start(home, socket_path=str(private / "link.sock"))
+    assert not target.exists() and (private / "link.sock").is_symlink()
+    # a directory other accounts can enter, or a link to a directory
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    with pytest.raises(OSError, match="must be private"):
+        web.start(home, socket_path=str(shared / "jim.sock"))
+    (tmp_path / "dirlink").symlink_to(private)
+    with pytest.raises(OSError, match="symbolic link"):
+        web.start(home, socket_path=str(tmp_path / "dirlink" / "jim.sock"))
+    assert sorted(p.name for p in private.iterdir()) == ["link.sock", "notes.txt"]
+    assert list(shared.iterdir()) == []

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -122,9 +123,18 @@ def _first_line(proc: subprocess.Popen, pattern: str, what: str) -> re.Match:
     return m
 
 
+class Served(NamedTuple):
+    base: str  # no trailing slash
+    token: str
+
+    def url(self, path: str) -> str:
+        """``path`` with the token: the first visit trades it for a cookie and is redirected without it."""
+        return f"{self.base}{path}{'&' if '?' in path else '?'}token={self.token}"
+
+
 @pytest.fixture
 def served(jim_env):
-    """The real ``jim serve`` on a free port: its base URL (no trailing slash)."""
+    """The real ``jim serve`` on a free port: its base URL and token."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "jim", "serve", "--port", "0"],
         env=jim_env.env,
@@ -132,8 +142,8 @@ def served(jim_env):
         stderr=subprocess.PIPE,
         text=True,
     )
-    m = _first_line(proc, r"(http://127\.0\.0\.1:\d+)/", "jim serve")
-    yield m.group(1)
+    m = _first_line(proc, r"(http://127\.0\.0\.1:\d+)/\?token=(\S+)", "jim serve")
+    yield Served(m.group(1), m.group(2))
     proc.terminate()
     proc.communicate(timeout=10)
 
@@ -190,11 +200,11 @@ class Page(html.parser.HTMLParser):
         return {int(i): self.by_id(f"lj-{i}") for i in re.findall(r'<tr class="localjob" id="lj-(\d+)"', self.dom)}
 
 
-def views(jim_env, job_id: str, served: str, static: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+def views(jim_env, job_id: str, served: Served, static: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every way a person can look at the grid job in a browser: name -> (url, extra chromium flags)."""
     return {
-        "serve-page": (f"{served}/jobs/{job_id}", ()),
-        "serve-xslt": (f"{served}/db/{job_id}.xml", ()),
+        "serve-page": (served.url(f"/jobs/{job_id}"), ()),
+        "serve-xslt": (served.url(f"/db/{job_id}.xml"), ()),
         "static-xslt": (f"{static}/{job_id}.xml", ()),
         "file-xslt": ((jim_env.home / "db" / f"{job_id}.xml").as_uri(), ("--allow-file-access-from-files",)),
     }
@@ -301,10 +311,10 @@ def test_index_pages_in_the_browser(jim_env, chromium, served):
     ids = [jim_env.submit('&(executable=/bin/true)(jobname="index <b>%d</b>")' % k) for k in range(3)]
     for job_id in ids:
         jim_env.wait(job_id, timeout=60)
-    page = Page(chromium.load(f"{served}/", "index-serve"))
+    page = Page(chromium.load(served.url("/"), "index-serve"))
     listed = re.findall(r'href="/jobs/([0-9a-f-]+)"', page.dom)
     assert sorted(listed) == sorted(ids) and page.by_id("total") == "3"
     assert "index <b>2</b>" in page.text and "index &lt;b&gt;2&lt;/b&gt;" in page.dom
-    xml_index = Page(chromium.load(f"{served}/db/index.xml", "index-xslt"))  # the index through jim.xsl
+    xml_index = Page(chromium.load(served.url("/db/index.xml"), "index-xslt"))  # the index through jim.xsl
     assert xml_index.by_id("total") == "3"
     assert sorted(re.findall(r'href="([0-9a-f-]+)\.xml"', xml_index.dom)) == sorted(ids)

@@ -129,7 +129,7 @@ def refresh(
     that could change it has changed; every grid job is still looked at once a minute."""
     now = time.time() if now is None else now
     memo = Memo() if memo is None else memo
-    mtimes = _collect(db, memo)
+    mtimes = _collect(db, adapter, memo)
     batch_ids = [b for job_id in mtimes for b in memo.seen[job_id].batch_ids]
     result = _query(adapter, batch_ids)
     dirs = {job_id: localfiles.started_dirs(db.home.job_dir(job_id) / "local") for job_id in mtimes}
@@ -140,7 +140,7 @@ def refresh(
     )
 
 
-def _collect(db: Database, memo: Memo) -> dict[str, int]:
+def _collect(db: Database, adapter: Adapter, memo: Memo) -> dict[str, int]:
     """The active grid jobs and their record's mtime; ``memo`` brought up to date for changed records."""
     ids = [job_id for job_id in db.active_ids() if job_id not in memo.given_up]
     for gone in set(memo.seen) - set(ids):
@@ -154,7 +154,7 @@ def _collect(db: Database, memo: Memo) -> dict[str, int]:
         except FileNotFoundError:
             continue
         except OSError as e:
-            _contain(db, None, memo, job_id, e)
+            _contain(db, adapter, memo, job_id, e)
             continue
         seen = memo.seen.get(job_id)
         if seen is None or seen.mtime != mtime:
@@ -163,7 +163,7 @@ def _collect(db: Database, memo: Memo) -> dict[str, int]:
             except JobNotFound:
                 continue
             except Exception as e:  # a record jim cannot read is that grid job's problem alone
-                _contain(db, None, memo, job_id, e)
+                _contain(db, adapter, memo, job_id, e)
                 continue
         mtimes[job_id] = mtime
     return mtimes

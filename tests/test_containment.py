@@ -3,6 +3,7 @@ its own grid job only, and every other grid job of the user goes on."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import psutil
@@ -10,9 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jim import localfiles
+from jim import background, localfiles, monitor, summary, worker
+from jim.config import parse
+from jim.db import Database
+from jim.jobdesc import parse_rsl
 from jim.localfiles import read_exit, read_heartbeat, read_progress, read_progress_counted
+from jim.monitor import Memo, refresh
+from jim.paths import Home
+from jim.states import GramState, LocalState
+from jim.submit import submit
 
+from support.fake_adapter import FakeAdapter
 from support.jimcli import processes_of
 
 
@@ -124,3 +133,77 @@ def test_one_bad_grid_job_does_not_stop_the_others(jim_env, tmp_path):
     log = (jim_env.home / "log" / "jim.log").read_text()
     assert "Traceback" not in log and "monitor pass failed" not in log
     assert log.count("output tar not written") == 2, log  # once when it first failed, once when it gave up
+
+
+# ---------------------------------------------------------------------------
+# the monitor's pass, in process, against an in-memory batch system
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A config, a database, a fake batch system; background process starts are recorded, not made."""
+    config = parse({"monitor": {"interval": 0.01, "lost_grace": 60.0}}, env={"JIM_HOME": str(tmp_path / "home")})
+    db = Database(Home(config.home).ensure())
+    fake = FakeAdapter(db.home)
+    monkeypatch.setattr(background, "start_monitor", lambda home: None)
+    monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
+
+    def grid_job(n: int) -> str:
+        job_id = submit(config, parse_rsl(f"&(executable=/bin/true)(count={n})"), start_background=False)
+        worker.submit_pending(config, db, job_id, fake)
+        return job_id
+
+    return config, db, fake, grid_job
+
+
+def _damage(db: Database, job_id: str, old: bytes, new: bytes) -> None:
+    path = db.home.record(job_id)
+    data = path.read_bytes()
+    assert old in data
+    path.write_bytes(data.replace(old, new, 1))
+
+
+def test_an_error_in_one_grid_job_fails_it_alone_after_bounded_tries(site, caplog):
+    config, db, fake, grid_job = site
+    bad, good = grid_job(2), grid_job(2)
+    # a record jim itself cannot make sense of: a progress phase that is no number
+    with db.update(bad) as rec:
+        rec.local(0).set_progress({"gen": (1, 2)})
+    _damage(db, bad, b'done="1"', b'done="one"')
+    local = db.home.local_dir(bad, 0)
+    local.mkdir(parents=True)
+    (local / "progress").write_text("gen 2 2\n")
+    memo = Memo()
+    caplog.set_level(logging.INFO, logger="jim")
+    for k in range(2):
+        fake.set_state(f"{good}.{k}", LocalState.DONE, exit_code=0)
+    assert refresh(config, db, fake, memo=memo) == 1  # the other grid job went on and ended
+    assert db.read(good).state is GramState.DONE
+    for _ in range(monitor.MAX_TRIES - 1):
+        refresh(config, db, fake, memo=memo)
+    job = db.read(bad)
+    assert job.state is GramState.FAILED
+    assert [lj.state for lj in job.local_jobs()] == [LocalState.CANCELLED] * 2
+    answer = summary.read(db.home.summary(bad))
+    assert answer["JOB_STATE"] == "FAILED" and "jim could not follow this grid job: ValueError" in answer["MESSAGE"]
+    batch_ids = sorted(lj.batch_id for lj in job.local_jobs())
+    assert [sorted(c) for k, c in fake.calls if k == "cancel"] == [batch_ids]  # its local jobs stopped
+    assert refresh(config, db, fake, memo=memo) == 0
+    failures = [r for r in caplog.records if "monitoring of grid job" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is None  # once, with its cause, no traceback
+
+
+def test_a_record_that_cannot_be_read_is_no_longer_followed(site, caplog):
+    config, db, fake, grid_job = site
+    bad, good = grid_job(1), grid_job(1)
+    db.home.record(bad).write_bytes(b"<gridjob")
+    memo = Memo()
+    caplog.set_level(logging.INFO, logger="jim")
+    for _ in range(monitor.MAX_TRIES):
+        assert refresh(config, db, fake, memo=memo) >= 1
+    fake.set_state(f"{good}.0", LocalState.DONE, exit_code=0)
+    assert refresh(config, db, fake, memo=memo) == 0  # nothing left that can be followed: the monitor may exit
+    assert db.read(good).state is GramState.DONE
+    assert bad in memo.given_up
+    assert sum("monitoring of grid job" in r.getMessage() for r in caplog.records) == 1

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     import psutil
 
 _UNKNOWN_START = "?"
+#: The wrapper's file in a grid job's directory (jim.sandbox.builder.WRAPPER_NAME; not imported:
+#: loading the configuration imports this module, and the builder would add tarfile to every command).
+WRAPPER_NAME = "wrapper.py"
 #: The most of a process's environment read when looking for its ``JIM_TAG``: an environment
 #: is at most a few MiB (the kernel's ARG_MAX), and a tag found past this is not looked for.
 ENVIRON_LIMIT = 4 << 20
@@ -147,6 +150,17 @@ def _start_ticks(pid: int) -> str | None:
         return None
     fields = data[data.rfind(b")") + 2 :].split()
     return fields[19].decode() if len(fields) > 19 else None
+
+
+def _is_wrapper(pid: int, wrapper: bytes | None = None) -> bool:
+    """True when process ``pid`` is of this uid, leads a session of its own and runs jim's wrapper
+    (``wrapper``: that very file; else any file of that name) as a local job of the fork backend."""
+    if _uids(pid) != (os.getuid(),) * 2 or os.getsid(pid) != pid:
+        return False
+    argv = (_read_bounded(f"/proc/{pid}/cmdline", 65536) or b"").split(b"\0")
+    if len(argv) < 2:
+        return False
+    return argv[1] == wrapper if wrapper is not None else os.path.basename(argv[1]) == WRAPPER_NAME.encode()
 
 
 class _Tagged:
@@ -321,18 +335,22 @@ class ForkAdapter(Adapter):
         ps.wait_procs(alive, timeout=2.0)
 
     def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
+        """The wrappers of ``tags``: processes of this uid that lead a session of their own, run this
+        grid job's wrapper and carry the tag (a process of the job that left for a session of its
+        own with ``setsid`` carries the tag too, and is no wrapper)."""
         ps = _ps()
         wanted = set(tags)
+        wrapper = os.fsencode(self.home.job_dir(grid_id) / WRAPPER_NAME)
         found: dict[str, str] = {}
         for p in ps.process_iter(["pid", "create_time"]):
             try:
-                tag = p.environ().get("JIM_TAG")
+                if not _is_wrapper(p.pid, wrapper):
+                    continue
+                tag = _environ_tag(p.pid)
+                if tag in wanted and p.status() != ps.STATUS_ZOMBIE:
+                    found[tag] = f"{p.pid}:{p.info['create_time']:.3f}"
             except (ps.Error, OSError):
                 continue
-            if tag in wanted and p.status() != ps.STATUS_ZOMBIE:
-                # the wrapper is the session leader; its children inherit JIM_TAG
-                if os.getsid(p.pid) == p.pid:
-                    found[tag] = f"{p.pid}:{p.info['create_time']:.3f}"
         return found
 
     def batch_id_from_started(self, info: dict[str, Any]) -> str | None:
@@ -343,18 +361,12 @@ class ForkAdapter(Adapter):
             return None
 
     def free_slots(self) -> int | None:
-        """This host's CPUs minus the running local jobs of this user (wrappers: session leaders with JIM_TAG)."""
+        """This host's CPUs minus the running local jobs of this user (their wrappers: see :func:`_is_wrapper`)."""
         ps = _ps()
         running = 0
-        for p in ps.process_iter(["uids"]):
+        for p in ps.process_iter():
             try:
-                if (
-                    p.info["uids"]
-                    and p.info["uids"].real == os.getuid()
-                    and os.getsid(p.pid) == p.pid
-                    and "JIM_TAG" in p.environ()
-                    and p.status() != ps.STATUS_ZOMBIE
-                ):
+                if _is_wrapper(p.pid) and _environ_tag(p.pid) is not None and p.status() != ps.STATUS_ZOMBIE:
                     running += 1
             except (ps.Error, OSError):
                 continue

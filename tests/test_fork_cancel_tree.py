@@ -18,6 +18,8 @@ import psutil
 import pytest
 
 from jim.adapters import fork
+from jim.paths import Home
+from jim.sandbox import builder
 
 # The job: a setsid'd sleep, a double-forked daemon that ignores SIGTERM (only SIGKILL ends it,
 # and its loop keeps starting new sleeps), and a sleep in the foreground.
@@ -55,7 +57,13 @@ def test_cancel_kills_setsid_and_double_forked_processes_of_the_local_job(jim_en
     else:
         pytest.fail(f"the local job's processes never all ran: {names}")
     daemon = [p for p in tagged(tag) if p.name() == "sh"]
-    assert daemon and all(p.ppid() != 0 and os.getsid(p.pid) == p.pid for p in daemon)
+    assert daemon and all(os.getsid(p.pid) == p.pid for p in daemon)
+    # the processes that lead sessions of their own are no wrapper: found by tag, the wrapper is
+    adapter = fork.ForkAdapter(Home(jim_env.home))
+    found = adapter.find_by_tag(job, [tag])
+    pid, start = found[tag].split(":")
+    assert psutil.Process(int(pid)).cmdline()[1] == str(jim_env.home / "jobs" / job / builder.WRAPPER_NAME)
+    assert found[tag] == jim_env.status(job)["localJobs"][0]["batchId"]
 
     out = jim_env.protocol("cancel", "--job-id", job)
     assert out["JOB_STATE"] == "FAILED", out
@@ -117,3 +125,7 @@ def test_a_process_of_another_uid_is_never_killed(unix_users):
         for p in (theirs, mine):
             p.kill()
             p.wait()
+
+
+def test_the_wrapper_name_is_the_builders():
+    assert fork.WRAPPER_NAME == builder.WRAPPER_NAME

@@ -93,11 +93,14 @@ def record_grid_jobs(home: Path, n: int, local_jobs: int) -> list[str]:
     return ids
 
 
+AUTH: dict[str, str] = {}  # the token of the jim serve being measured
+
+
 def get(port: int, path: str) -> tuple[float, int, int]:
     """One GET over a fresh connection: (milliseconds, status, body bytes)."""
     t = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
+    conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}", **AUTH})
     resp = conn.getresponse()
     body = resp.read()
     conn.close()
@@ -164,10 +167,11 @@ def main() -> int:
     )
     try:
         line = server.stdout.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)", line)
         if not m:
             raise SystemExit(f"jim serve did not start: {line!r} {server.stderr.read()}")
         port = int(m.group(1))
+        AUTH["Authorization"] = f"token {m.group(2)}"
         index = home / "db" / "index.xml"
 
         def touch_index():

@@ -12,9 +12,16 @@ of its own (so it outlives the jim call that started it), identified by
 * cancel: SIGTERM to the process group and to every process of this uid that
   carries the local job's ``JIM_TAG`` (those that left the wrapper's session
   with ``setsid`` or a double fork too), SIGKILL to whatever is left of them
-  after the grace period, until no process with that tag is found;
-* find by tag: the ``JIM_TAG`` in a live process's environment, else the
+  after the grace period, until no process with that tag is found.  The tag
+  is read from the live wrapper's environment: processes a local job leaves
+  behind after its wrapper has ended are not looked for;
+* find by tag: a live wrapper (a session leader of this uid running the grid
+  job's ``wrapper.py``) with that ``JIM_TAG`` in its environment, else the
   wrapper's ``started`` file.
+
+Environments are read from ``/proc/<pid>/environ``, at most
+:data:`ENVIRON_LIMIT` bytes of each, and only of processes of this uid; no
+process of another uid is ever signalled.
 """
 
 from __future__ import annotations

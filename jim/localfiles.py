@@ -5,7 +5,8 @@ only writer; this module is the only reader on jim's side:
 
 ``started``     JSON written when the wrapper starts: host, pid, the batch id it runs under
 ``heartbeat``   epoch seconds, rewritten every ``heartbeat`` seconds while the job runs
-``progress``    ``<phase> <done> <total>`` lines appended by the job (the last per phase counts)
+``progress``    ``<phase> <done> <total>`` lines appended by the job (the last per phase counts;
+                ASCII digits only, bounded; other lines are counted and ignored)
 ``exit_code``   written last, atomically: the job's exit code, then ``key=value`` lines
 ``stdout``, ``stderr``, ``wrapper.log``, ``outputs/``   (gathered by jim.outputs)
 """

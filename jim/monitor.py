@@ -23,6 +23,13 @@ with nothing active.  Every ``interval`` seconds it makes one pass
 5. **follow up**: a GRAM SEG event for a grid state change (push mode), the
    output tar once every local job has ended, and the worker restarted for a
    grid job that still has unsubmitted local jobs and no worker.
+
+Whatever goes wrong while one grid job is handled (a record jim cannot read,
+an output tar that cannot be written) stays with that grid job: it is logged
+once with its cause, tried again on the next pass, and after :data:`MAX_TRIES`
+passes in a row the grid job ends FAILED with the cause as its reason (its
+local jobs still in the batch system cancelled); every other grid job goes on,
+and the monitor still exits when nothing is left to follow.
 """
 
 from __future__ import annotations

@@ -16,8 +16,21 @@ order, to the grid job's own ``stdout`` and ``stderr`` paths when the
 description names them (GRAM streams these back to the client).
 
 A local job whose directory is missing is listed in the MANIFEST as such; the
-tar is still written.  Writing is atomic (temporary name, then rename), so a
-tar that exists is complete.
+tar is still written.  Writing is atomic, so a tar that exists is complete.
+
+The user names these files, so they are written with care:
+
+* relative ``stdout``, ``stderr`` and ``outputtar`` are made absolute at submit
+  against the grid job's ``directory`` (itself relative to the submitter's home,
+  the default), as GRAM does, and recorded so (:func:`resolve_user_paths`); a
+  path into jim's own home (symbolic links of its existing directories
+  resolved) is refused with 134 at submit and never written later;
+* each file is written to a new temporary file beside it (``mkstemp``:
+  created exclusively, never through a symbolic link, mode 0600) and renamed
+  into place: jim never writes through a link nor truncates a file it did not
+  create;
+* an output tar that cannot be written is tried again; after
+  :data:`MAX_GATHER_TRIES` tries the grid job ends FAILED with the reason.
 """
 
 from __future__ import annotations

@@ -175,6 +175,8 @@ def _counts_and_progress(data: dict[str, Any]) -> list[str]:
     lines.append(f"  ended      {bar(finished / n if n else None)}  ({finished} of {n} local jobs)")
     if data.get("outputTar"):
         lines.append(f"  output tar {safe(data['outputTar'])}")
+    if data.get("failReason"):
+        lines.append(f"  failed     {safe(data['failReason'])}")
     return lines
 
 
@@ -288,5 +290,6 @@ def job_summary(job: GridJob) -> tuple[dict[str, Any], list[tuple[str, int, int,
         "counts": job.counts(),
         "progress": {"done": done_sum, "total": total_sum, "fraction": (done_sum / total_sum) if total_sum else None},
         "outputTar": job.output_tar,
+        "failReason": job.fail_reason,
     }
     return data, [(name, a[0], a[1], a[2]) for name, a in acc.items()]

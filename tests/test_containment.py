@@ -124,6 +124,7 @@ def test_one_bad_grid_job_does_not_stop_the_others(jim_env, tmp_path):
     out = jim_env.wait(blocked)
     assert out["JOB_STATE"] == "FAILED", out
     assert "output tar not written" in out["MESSAGE"] and str(tar) in out["MESSAGE"], out
+    assert jim_env.status(blocked)["failReason"] == out["MESSAGE"]
     assert tar.is_dir() and [p.name for p in outdir.iterdir()] == ["blocked.tar.gz"]  # no temporary file left
 
     deadline = time.monotonic() + 30

@@ -6,6 +6,21 @@ grid job's record (every local job PLANNED), and returns the grid job id.
 Packaging and batch submission go on in the grid job's worker
 (:mod:`jim.worker`), run in a detached fork of this process; the worker starts
 the monitor once it has submitted (or when it has to wait for the batch system).
+
+The gatekeeper may kill a submit at any moment.  Its order makes that safe:
+
+1. the pending mark ``locks/<id>.submit``, locked (:class:`jim.journal.Pending`);
+2. ``jobs/<id>/plan.json``, then the record (``db/<id>.xml``, summary, index);
+3. the ``JOB_ID`` and ``JOB_STATE`` lines written to stdout (``announce``);
+4. the pending mark removed: the grid job is confirmed;
+5. the worker forked (it submits nothing for a grid job that is not confirmed).
+
+A kill before 4 leaves a pending mark nobody holds: the next worker of any
+grid job of the home (or the one the monitor or a poll starts for this grid
+job) removes everything of it (:func:`jim.journal.recover`).  The one window
+where a caller has a ``JOB_ID`` whose grid job is then removed is between the
+end of the write in 3 and the unlink in 4: a poll of that id answers
+``JOB_STATE=FAILED`` with the reason (:data:`jim.journal.ABANDONED_MESSAGE`).
 """
 
 from __future__ import annotations
@@ -15,7 +30,7 @@ import getpass
 import os
 import shutil
 
-from jim import background, faults
+from jim import background, faults, journal
 from jim import log as jlog
 from jim import plan as planning
 from jim.config import Config
@@ -26,20 +41,45 @@ from jim.jobid import new_job_id
 from jim.outputs import resolve_user_paths
 from jim.paths import Home
 
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: submit answers fast)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 def submit(
-    config: Config, desc: JobDescription, *, env: dict[str, str] | None = None, start_background: bool = True
+    config: Config,
+    desc: JobDescription,
+    *,
+    env: dict[str, str] | None = None,
+    start_background: bool = True,
+    announce: Callable[[str], None] | None = None,
 ) -> str:
-    """Record a new grid job and start its worker; return the grid job id."""
+    """Record a new grid job and start its worker; return the grid job id.
+
+    ``announce(job_id)`` writes the answer (``jim submit``'s ``JOB_ID`` line) and returns once it
+    is written; the grid job is confirmed only after that (see the module docstring).
+    """
     env = dict(os.environ if env is None else env)
     job_id = new_job_id()
     _handler, plan, commands = planning.make_plan(config, desc, job_id=job_id)
     resolve_user_paths(desc, config.home)  # stdout, stderr, outputtar: absolute, never into jim's home
     home = Home(config.home).ensure()
-    record = _record(config, home, job_id, desc, plan, commands, env)
+    pending = journal.Pending(Database(home, config.deadlines.lock), job_id).take()
+    announced = False
+    try:
+        faults.point("submit-after-pending")
+        record = _record(config, home, job_id, desc, plan, commands, env)
+        faults.point("submit-after-record")
+        if announce is not None:
+            announce(job_id)
+            announced = True
+        faults.point("submit-after-answer")
+        pending.confirm()
+    except BaseException:
+        pending.abandon(tombstone=announced)
+        raise
     log = jlog.for_job("jim.submit", job_id)
     log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
-    faults.point("submit-after-record")
     if start_background:
         background.run_detached(home.root, lambda: _run_worker(config, home, job_id, (record, plan, commands)))
     return job_id

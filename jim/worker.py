@@ -18,7 +18,9 @@ any local job twice:
 A local job journaled but without a batch id has an unknown outcome: a new
 worker first asks the batch system about those, by tag
 (:meth:`Adapter.reconcile`); those found are recorded, only the others are
-submitted again.  Fault points for tests: ``worker-after-sandbox``,
+submitted again.  Nothing is submitted for a grid job that its ``jim submit``
+has not confirmed (:func:`jim.journal.await_confirmation`); when a worker ends,
+it removes what killed submits left (:func:`jim.journal.recover`).  Fault points for tests: ``worker-after-sandbox``,
 ``worker-after-intent``, ``worker-after-submit``, ``worker-after-record``
 (see :mod:`jim.faults`).
 """
@@ -43,6 +45,9 @@ from jim.paths import Home
 from jim.sandbox import builder
 from jim.states import Evidence, LocalState
 
+#: How long a worker waits for the submit of its grid job to confirm it (the submit still runs).
+CONFIRM_WAIT = 30.0
+
 
 def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Commands] | None = None) -> int:
     """Entry point of ``jim _worker ID`` (detached); 0 when there is nothing (more) to do.
@@ -57,6 +62,12 @@ def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Comman
     log = for_job("jim.worker", job_id)
     db = Database(home, config.deadlines.lock)
     try:
+        if not journal.await_confirmation(db, job_id, CONFIRM_WAIT):
+            if db.exists(job_id):
+                log.info("grid job %s: its submit has not confirmed it yet; nothing submitted", job_id)
+            else:
+                log.warning("grid job %s removed: its submit was killed before it confirmed the job id", job_id)
+            return 0
         if known is not None and known[0].disk_key == disk_key(home.record(job_id), missing=True):
             job, planned = known[0], (known[1], known[2])
         else:
@@ -82,6 +93,18 @@ def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Comman
         raise
     finally:
         lock.release()
+        _recover(db)
+
+
+def _recover(db: Database) -> None:
+    """Remove what killed submits left in this home (see :mod:`jim.journal`)."""
+    try:
+        for gone in journal.recover(db):
+            for_job("jim.worker", gone).warning(
+                "grid job %s removed: its submit was killed before it confirmed the job id", gone
+            )
+    except Exception:
+        for_job("jim.worker", "-").exception("recovery of killed submits failed")
 
 
 def build_sandbox(

@@ -4,8 +4,10 @@ jim's own home, and always through a new temporary file renamed into place (neve
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -128,3 +130,57 @@ def test_planted_symlinks_never_redirect_a_write(jim_env, tmp_path):
 def test_stdout_not_a_local_file_is_left_alone(jim_env, value):
     job = jim_env.submit(f"&(executable=/bin/echo)(arguments=x)(stdout={value})")
     assert described(jim_env, job)["stdout"] == [value]
+
+
+def _parse(proc) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+
+
+@pytest.mark.users
+@pytest.mark.slow  # (installs jim for the test accounts when the sources changed)
+def test_another_accounts_links_in_a_shared_directory_redirect_nothing(unix_users, request):
+    """bob plants links in a directory both can write to, at jim's old temporary names and at the
+    output names themselves, pointing at alice's own files: alice's grid job ends DONE, her files
+    are unchanged, and her outputs are her own regular files."""
+    alice, bob = unix_users.alice, unix_users.bob
+    made = alice.run(["/bin/mktemp", "-d", "/tmp/jimtest-shared-XXXXXX"])
+    assert made.returncode == 0, made.stderr
+    shared = Path(made.stdout.strip())
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    assert alice.run(["/bin/chmod", "0777", str(shared)]).returncode == 0  # (no sticky bit: a group area)
+    victims = {n: alice.write(f"victim.{n}", "precious\n") for n in ("out", "err", "tar", "target")}
+    go = shared / "go"
+    gated = alice.write("gated.sh", f'while [ ! -e "{go}" ]; do sleep 0.1; done\necho out\necho err >&2\n')
+    home = alice.home / ".jim"
+    rsl = (
+        f"&(executable=/bin/sh)(arguments={gated})(directory={shared})"
+        f"(stdout=out.txt)(stderr=err.txt)(outputtar=o.tar.gz)"
+    )
+    out = _parse(alice.jim("submit", "--rsl", rsl, home=home))
+    assert "JOB_ID" in out, out
+    job = out["JOB_ID"]
+    deadline = time.monotonic() + 30
+    monitors: list[int] = []
+    while not monitors and time.monotonic() < deadline:
+        monitors = [p for p in alice.processes() if b"_monitor" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        time.sleep(0.1)
+    assert monitors, "alice's monitor never started"
+    for name, victim in (("out.txt", "out"), ("err.txt", "err"), ("o.tar.gz", "tar")):
+        for pid in monitors:
+            link = bob.run(["/bin/ln", "-s", str(victims[victim]), str(shared / f".{name}.{pid}.tmp")])
+            assert link.returncode == 0, link.stderr
+    assert bob.run(["/bin/ln", "-s", str(victims["target"]), str(shared / "out.txt")]).returncode == 0
+    assert bob.run(["/bin/touch", str(go)]).returncode == 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = _parse(alice.jim("poll", "--job-id", job, home=home)).get("JOB_STATE")
+        if state in ("DONE", "FAILED"):
+            break
+        time.sleep(0.3)
+    assert state == "DONE"
+    assert all(v.read_text() == "precious\n" for v in victims.values())
+    for name, text in (("out.txt", "out\n"), ("err.txt", "err\n")):
+        path = shared / name
+        assert not path.is_symlink() and path.read_text() == text
+        assert (path.stat().st_uid, stat.S_IMODE(path.stat().st_mode)) == (alice.uid, 0o600)
+    assert (shared / "o.tar.gz").stat().st_uid == alice.uid and not (shared / "o.tar.gz").is_symlink()

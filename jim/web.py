@@ -1,13 +1,14 @@
 """``jim serve``: a read-only web view of jim's database.
 
 A separate, long-running process (``jim serve [--host H] [--port N]``, default
-``127.0.0.1:8642``): the standard library's threading HTTP server, pages built
+``127.0.0.1:8642``): the standard library's HTTP server (threads; a process
+per connection for ``--site``), pages built
 with jinja2 templates (``jim/templates/``, autoescaped: every value from a
 record is HTML-escaped).  It only ever reads the database, without locks
 (records are replaced atomically, so a read sees a whole file); nothing in it
 can change a job.
 
-Routes (GET and HEAD only; any other method is answered 405)::
+Routes (GET and HEAD only; any other method is answered 405, or 403 without the token)::
 
     /                       grid jobs, newest first: ?state=ACTIVE&page=2&per_page=50
     /jobs/<id>              one grid job (HTML); refreshes itself while the grid job is
@@ -20,6 +21,22 @@ Routes (GET and HEAD only; any other method is answered 405)::
     /db/index.xml           the index, with the stylesheet instruction added
     /static/jim.css         the pages' style sheet
 
+Who may look (docs/web.md): a grid job's environment and arguments may hold
+passwords, so a request is answered only for the account that owns the jobs.
+
+* By default (:class:`JimServer`) one user's home, for whoever shows the token
+  printed on start (``secrets.token_urlsafe``; also in ``$JIM_HOME/serve.url``,
+  0600): ``?token=`` on the first visit becomes an HttpOnly, SameSite=Strict
+  cookie and a redirect to the same page without it; scripts send
+  ``Authorization: token <token>``.  Every other request, whatever the route
+  (the style sheet and jim.xsl too), is 403 with no job data.
+* ``--socket [PATH]`` (:class:`UnixJimServer`): a 0600 Unix socket in a private
+  directory, no token: only its owner can connect.
+* ``--site`` (:class:`SiteJimServer`, as root): behind a web server that
+  authenticates people and passes the account name with a shared secret; each
+  connection is answered by a child process that becomes that account before
+  it opens that account's home.  Nobody is shown another account's grid jobs.
+
 Job ids in a path must be jim job ids (:mod:`jim.jobid`): no path
 from a request is ever joined to a directory otherwise.  The index page reads
 only ``db/index.xml`` (cached while the file is unchanged), never every
@@ -29,7 +46,8 @@ address, the server also refuses requests whose Host header names another
 host (DNS rebinding).
 
 Tests and benchmarks start a :class:`JimServer` on port 0 in a thread
-(:func:`start`) and read the bound port from ``server.url``.
+(:func:`start`) and read the bound port from ``server.url``, the token from
+``server.token``.
 """
 
 from __future__ import annotations
@@ -535,9 +553,11 @@ class SiteJimServer(ForkingMixIn, _Base):
         super().__init__(address, lock_timeout)
 
     def view_for(self, handler: Handler, parts: urllib.parse.SplitResult) -> View:
-        if not _same(handler.headers.get(SECRET_HEADER, ""), self.secret):
+        secrets_given = handler.headers.get_all(SECRET_HEADER) or []
+        if len(secrets_given) != 1 or not _same(secrets_given[0].strip(), self.secret):
             raise HTTPError(HTTPStatus.FORBIDDEN, "not through the site's web server")
-        name = (handler.headers.get(self.user_header) or "").strip()
+        users = handler.headers.get_all(self.user_header) or []
+        name = users[0].strip() if len(users) == 1 else ""  # (twice: the proxy did not set it alone)
         if not _ACCOUNT.fullmatch(name):
             raise HTTPError(HTTPStatus.FORBIDDEN, "no authenticated user")
         try:
@@ -743,6 +763,10 @@ def serve(
     where = (socket_path or str(home.root / "serve.sock")) if socket_path is not None else f"{host}:{port}"
     server: _Base
     try:
+        if socket_path is not None and site:
+            raise JimError("jim serve --site listens on TCP for the site's web server: not with --socket")
+        if secret_file and not site:
+            raise JimError("--proxy-secret-file is for jim serve --site")
         if site:
             if os.geteuid() != 0:
                 raise JimError("jim serve --site runs as root: it answers each user as that user")

@@ -769,3 +769,59 @@ def test_unix_socket_refuses_unsafe_places(home, tmp_path):
         web.start(home, socket_path=str(tmp_path / "dirlink" / "jim.sock"))
     assert sorted(p.name for p in private.iterdir()) == ["link.sock", "notes.txt"]
     assert list(shared.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------
+# the site instance (two real accounts: test_web_users.py)
+# ---------------------------------------------------------------------------
+
+
+def test_proxy_secret_file_must_be_private_and_ours(tmp_path):
+    good = tmp_path / "secret"
+    good.write_text("a-long-enough-shared-secret\n")
+    good.chmod(0o600)
+    assert web.read_secret(str(good)) == "a-long-enough-shared-secret"
+    loose = tmp_path / "loose"
+    loose.write_text("a-long-enough-shared-secret\n")
+    loose.chmod(0o640)
+    with pytest.raises(web.JimError, match="chmod 600"):
+        web.read_secret(str(loose))
+    link = tmp_path / "link"
+    link.symlink_to(good)
+    with pytest.raises(web.JimError, match="symbolic link"):
+        web.read_secret(str(link))
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    short.chmod(0o600)
+    with pytest.raises(web.JimError, match="16 to"):
+        web.read_secret(str(short))
+    with pytest.raises(web.JimError, match="not a regular file"):
+        web.read_secret(str(tmp_path))
+
+
+def test_site_instance_refuses_requests_without_the_secret(db):
+    job_id = record(db)
+    s = web.start_site("the-right-secret-0123456789", homes=str(db.home.root) + "/{user}")
+    try:
+        client = Client(s, auth=False)
+        for headers in (
+            {},
+            {"X-Remote-User": "nobody"},
+            {"X-Remote-User": "nobody", "X-Jim-Proxy-Secret": "the-wrong-secret-0123456789"},
+            {"X-Jim-Proxy-Secret": "the-right-secret-0123456789"},
+            {"X-Jim-Proxy-Secret": "the-right-secret-0123456789", "X-Remote-User": "root"},
+            {"X-Jim-Proxy-Secret": "the-right-secret-0123456789", "X-Remote-User": "no/such"},
+        ):
+            for path in ("/", f"/jobs/{job_id}", f"/db/{job_id}.xml", "/static/jim.css"):
+                status, headers_out, body = client.get(path, headers=headers)
+                assert status == 403 and job_id.encode() not in body, (headers, path)
+                assert headers_out["connection"] == "close"
+    finally:
+        s.stop()
+
+
+def test_serve_refuses_mixed_modes(jim_env, tmp_path):
+    done = jim_env.run("serve", "--site", "--socket", timeout=20)
+    assert done.returncode == 1 and "not with --socket" in done.stderr
+    done = jim_env.run("serve", "--proxy-secret-file", str(tmp_path / "s"), timeout=20)
+    assert done.returncode == 1 and "--site" in done.stderr

@@ -279,3 +279,24 @@ def test_site_instance_shows_each_user_only_their_own_jobs(unix_users, alice_job
     assert index["status"] == 200 and job_id in index["body"] and bob_job not in index["body"]
     assert page["status"] == 200 and SECRET_VALUE in page["body"]  # the owner sees her own environment
     assert xml["status"] == 200 and SECRET_VALUE in xml["body"]  # the owner sees her own environment
+
+
+def test_site_instance_reads_a_home_as_its_owner(unix_users, alice_job, site):
+    """bob's links into alice's home lead nowhere: his requests are answered as bob, and his home must be his."""
+    bob = unix_users.bob
+    base, secret, _ = site
+    alice_home, job_id = alice_job
+    as_bob = {"X-Jim-Proxy-Secret": secret, "X-Remote-User": bob.name}
+    # a link in bob's own database to alice's record: read as bob, so not readable
+    link = bob.home / "jimhome" / "db" / f"{job_id}.xml"
+    bob.run(["ln", "-s", str(alice_home / "db" / f"{job_id}.xml"), str(link)])
+    assert link.is_symlink()
+    for r in fetch_as(bob, [f"{base}/db/{job_id}.xml", f"{base}/jobs/{job_id}"], as_bob):
+        assert r["status"] in (404, 500), r["status"]
+        assert SECRET_VALUE not in r["body"] and SECRET_ARG not in r["body"]
+    # bob's jim home a link to alice's: it is not his, so nothing is shown
+    bob.run(["mv", str(bob.home / "jimhome"), str(bob.home / "jimhome.real")])
+    bob.run(["ln", "-s", str(alice_home), str(bob.home / "jimhome")])
+    for r in fetch_as(bob, [f"{base}/", f"{base}/api/jobs", f"{base}/db/{job_id}.xml"], as_bob):
+        assert r["status"] == 403, (r["url"], r["status"])
+        assert job_id not in r["body"] and SECRET_VALUE not in r["body"]

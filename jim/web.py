@@ -924,6 +924,9 @@ class Handler(BaseHTTPRequestHandler):
         except JobNotFound:
             self._send_error(HTTPStatus.NOT_FOUND, "no such grid job", head=head)
             return
+        except PermissionError:  # (--site: a link to what the account itself may not read)
+            self._send_error(HTTPStatus.FORBIDDEN, "not readable by you", head=head)
+            return
         except JimError as e:
             log.error("%s: %s", self.path, e.message)
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, e.message, head=head)

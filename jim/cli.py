@@ -74,7 +74,22 @@ class _Protocol:
         self.lines: list[str] = []
 
     def emit(self, key: str, value: object) -> None:
+        """One ``KEY=value`` line: the value on one line, printable, at most 2000 characters; what is
+        not printable (a control character, a byte that was not UTF-8, a lone surrogate) escaped."""
         text = " ".join(str(value).split())
+        if len(text) > 2000:
+            text = text[:2000] + "..."
+        if not (text.isascii() and text.isprintable()):
+            text = "".join(
+                c
+                if c.isprintable()
+                else f"\\x{ord(c) - 0xDC00:02x}"  # (a byte that was not UTF-8, as Python decodes it)
+                if 0xDC80 <= ord(c) <= 0xDCFF
+                else f"\\x{ord(c):02x}"
+                if ord(c) < 0x100
+                else f"\\u{ord(c):04x}"
+                for c in text
+            )
         self.lines.append(f"{key}={text}\n")
 
     def close(self, final: bool = True) -> None:
@@ -300,18 +315,19 @@ def _parser(only: str | None = None) -> Any:
 
 
 def _load_description(args: Any) -> JobDescription:
-    from jim.errors import DescriptionError  # (lazy: not poll's)
-    from jim.jobdesc import parse_jdl, parse_json, parse_rsl  # (lazy: submit and plan only, never poll)
+    """The job description of ``--rsl``, ``--description`` or ``--jdl``, held to jim's description limits
+    (``MAX_*`` in :mod:`jim.jobdesc`): only a regular file is read, and never more than the limit."""
+    from jim.jobdesc import parse_jdl, parse_json, parse_rsl, read_description_file  # (lazy: submit and plan only)
 
     if args.rsl is not None:
         return parse_rsl(args.rsl)
-    path = args.description or args.jdl
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise DescriptionError(f"cannot read job description {path}: {getattr(e, 'strerror', None) or e}") from None
-    return parse_json(text) if args.description else parse_jdl(text)
+    text = read_description_file(args.description or args.jdl)
+    if args.description:
+        return parse_json(text)
+    from jim.handlers import discover  # (lazy: a JDL's names are checked against the job types before evaluation)
+
+    declared = {name for cls in discover().values() if isinstance(cls, type) for name in cls.attributes}
+    return parse_jdl(text, extra_known=declared)
 
 
 def main(argv: list[str] | None = None) -> int:

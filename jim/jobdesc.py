@@ -24,20 +24,50 @@ RSL as accepted here (GRAM's dialect)::
   USER; anything else is an error.
 
 Parsing raises :class:`jim.errors.RslSyntaxError` (GRAM 48) with the position.
+
+Every description is bounded before any work is done on it (the ``MAX_*``
+constants below, documented in README.md "Limits"): its size, the length of
+one value, the nesting depth, the digits of a number, the number of
+attributes and of values, and the terms and operators of a ClassAd text.
+Nothing here is worse than linear in the size of the description.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
+import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from types import ModuleType
 from typing import Any, overload
 
 from jim.errors import DescriptionError, InvalidAttribute, InvalidCount, RslSyntaxError, UnknownAttribute
 
 Value = str | list
+
+# --------------------------------------------------------------------------
+# Limits: every description is held to these before anything else is done
+# --------------------------------------------------------------------------
+
+#: Size of a whole description (the RSL text, the JSON or JDL file), in bytes.
+MAX_DESCRIPTION_BYTES = 1024 * 1024
+#: Characters of one value (one argument, one path, one expression).
+MAX_VALUE_CHARS = 128 * 1024
+#: Nesting depth: RSL parentheses, JSON arrays and objects, ClassAd brackets.
+MAX_DEPTH = 32
+#: Characters of one number (JSON number, ClassAd number, an integer attribute).
+MAX_NUMBER_DIGITS = 64
+#: Attributes of one description.
+MAX_ATTRIBUTES = 200
+#: Values of one attribute (and elements of one ClassAd list).
+MAX_VALUES = 10_000
+#: Terms (names, constants, operators, brackets) of one ClassAd text: a JDL file, a requirement.
+MAX_CLASSAD_TERMS = 50_000
+#: Operators of one ClassAd text (they make the depth of its expression trees).
+MAX_CLASSAD_OPERATORS = 1_000
 
 #: Attributes of GRAM5's own .rvf (globus-gram-job-manager.rvf), canonical.
 GRAM_ATTRIBUTES = frozenset(
@@ -132,6 +162,194 @@ def canonical(name: str) -> str:
     return name.replace("_", "").lower()
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a one-line message: escaped like repr, cut after ``limit`` characters."""
+    shown_text = _ESCAPED_BYTE.sub(r"\\x\1", repr(text[:limit]))  # (a byte that was not UTF-8: \xff, not \udcff)
+    return shown_text + f"... ({len(text)} characters)" if len(text) > limit else shown_text
+
+
+_ESCAPED_BYTE = re.compile(r"(?<!\\)\\udc([89a-f][0-9a-f])")
+
+
+def _bad_char(text: str) -> str | None:
+    """Why ``text`` cannot be a value (a NUL, a byte that is not UTF-8, a lone surrogate), else None."""
+    if "\0" in text:
+        return f"a NUL character at character {text.index(chr(0)) + 1}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        c = ord(text[e.start])
+        what = f"byte 0x{c - 0xDC00:02x} that is not UTF-8" if 0xDC80 <= c <= 0xDCFF else f"lone surrogate U+{c:04X}"
+        return f"a {what} at character {e.start + 1}"
+    return None
+
+
+def check_text(text: str, form: str) -> None:
+    """Refuse a whole description over :data:`MAX_DESCRIPTION_BYTES`, or with a NUL or undecodable byte."""
+    if len(text) > MAX_DESCRIPTION_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_DESCRIPTION_BYTES:
+        raise DescriptionError(f"the {form} job description is longer than {MAX_DESCRIPTION_BYTES} bytes")
+    why = _bad_char(text)
+    if why:
+        raise DescriptionError(f"malformed {form} job description: {why}")
+
+
+def _check_value(name: str, value: str) -> None:
+    if len(value) > MAX_VALUE_CHARS:
+        raise DescriptionError(f"a value of attribute {shown(name)} is longer than {MAX_VALUE_CHARS} characters")
+    why = _bad_char(value)
+    if why:
+        raise DescriptionError(f"a value of attribute {shown(name)} has {why}")
+
+
+def _check_values(name: str, values: list[Value], depth: int = 1) -> None:
+    if depth > MAX_DEPTH:
+        raise DescriptionError(f"attribute {shown(name)} is nested more than {MAX_DEPTH} deep")
+    if len(values) > MAX_VALUES:
+        raise DescriptionError(f"attribute {shown(name)} has more than {MAX_VALUES} values")
+    for v in values:
+        if isinstance(v, str):
+            _check_value(name, v)
+        else:
+            _check_values(name, v, depth + 1)
+
+
+def _bounded(attrs: dict[str, list[Value]]) -> dict[str, list[Value]]:
+    """``attrs`` after checking the limits on attributes, values and their characters."""
+    if len(attrs) > MAX_ATTRIBUTES:
+        raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
+    for name, values in attrs.items():
+        _check_value("(name)", name)
+        _check_values(name, values)
+    return attrs
+
+
+def read_description_file(path: str) -> str:
+    """The text of the description file ``path``: a regular file of at most :data:`MAX_DESCRIPTION_BYTES`
+    UTF-8 bytes (never a device, a FIFO or a directory; opened without waiting for a writer)."""
+    where = shown(path, 200)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        raise DescriptionError(f"cannot read job description {where}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DescriptionError(f"job description {where} is not a regular file")
+        if st.st_size > MAX_DESCRIPTION_BYTES:
+            raise DescriptionError(f"job description {where} is longer than {MAX_DESCRIPTION_BYTES} bytes")
+        chunks, size = [], 0
+        while size <= MAX_DESCRIPTION_BYTES:
+            chunk = os.read(fd, MAX_DESCRIPTION_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise DescriptionError(f"cannot read job description {where}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_DESCRIPTION_BYTES:
+        raise DescriptionError(f"job description {where} is longer than {MAX_DESCRIPTION_BYTES} bytes")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DescriptionError(
+            f"job description {where} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
+        ) from None
+
+
+#: A shell word's pieces: plain run, 'single', "double" (\" and \\ escaped), \x, blanks, a lone quote or \.
+_WORD_PIECE = re.compile(
+    r"""([^ \t\r\n'"\\]+)|'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)|([ \t\r\n]+)|(['"])|(\\)""", re.S
+)
+_DQ_ESCAPE = re.compile(r'\\([\\"])')
+
+
+def split_words(text: str) -> list[str]:
+    """``text`` split into words like a POSIX shell would, without expansions (as ``shlex.split``),
+    in time linear in its length.  Raises ValueError for an unclosed quote or a trailing backslash."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    for m in _WORD_PIECE.finditer(text):
+        plain, single, double, escaped, blank, lone, backslash = m.groups()
+        if blank is not None:
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+            continue
+        if lone is not None:
+            raise ValueError("No closing quotation")
+        if backslash is not None:
+            raise ValueError("No escaped character")
+        in_word = True
+        if plain is not None:
+            word.append(plain)
+        elif single is not None:
+            word.append(single)
+        elif double is not None:
+            word.append(_DQ_ESCAPE.sub(r"\1", double) if "\\" in double else double)
+        else:
+            word.append(escaped)
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
+# ClassAd text, lexed without the ClassAd library (which must never see unbounded input).
+_CLASSAD_TOKEN = re.compile(
+    r"""(?P<blank>\s+|//[^\n]*|/\*.*?\*/)"""
+    r"""|(?P<string>"[^"\\]*(?:\\.[^"\\]*)*")"""
+    r"""|(?P<qname>'[^'\\]*(?:\\.[^'\\]*)*')"""
+    r"""|(?P<number>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_]*)"""
+    r"""|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"""
+    r"""|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<sep>[,;])"""
+    r"""|(?P<op>=\?=|=!=|==|!=|<=|>=|&&|\|\||<<|>>>|>>|[-+*/%!~&|^<>?:.])"""
+    r"""|(?P<assign>=)|(?P<unclosed>["']|/\*)|(?P<other>.)""",
+    re.S,
+)
+
+
+def classad_tokens(text: str, what: str) -> list[tuple[str, str]]:
+    """The (kind, text) tokens of ClassAd ``text``, refused (DescriptionError) when over the limits:
+    :data:`MAX_CLASSAD_TERMS`, :data:`MAX_CLASSAD_OPERATORS`, :data:`MAX_DEPTH`, :data:`MAX_NUMBER_DIGITS`,
+    :data:`MAX_VALUE_CHARS` for a string, :data:`MAX_VALUES` elements in a list."""
+    tokens: list[tuple[str, str]] = []
+    operators = 0
+    lists: list[int] = []  # per open bracket: elements so far ({ only), -1 for ( and [
+    for m in _CLASSAD_TOKEN.finditer(text):
+        kind = m.lastgroup or "other"
+        if kind == "blank":
+            continue
+        tok = m.group()
+        if kind == "unclosed":  # the rest is an unterminated string or comment: the parser refuses it
+            tokens.append((kind, text[m.start() :]))
+            break
+        if len(tokens) >= MAX_CLASSAD_TERMS:
+            raise DescriptionError(f"{what} has more than {MAX_CLASSAD_TERMS} terms")
+        if kind == "op":
+            operators += 1
+            if operators > MAX_CLASSAD_OPERATORS:
+                raise DescriptionError(f"{what} has more than {MAX_CLASSAD_OPERATORS} operators")
+        elif kind == "number" and len(tok) > MAX_NUMBER_DIGITS:
+            raise DescriptionError(f"{what} has a number of more than {MAX_NUMBER_DIGITS} digits")
+        elif kind in ("string", "qname") and len(tok) > MAX_VALUE_CHARS + 2:
+            raise DescriptionError(f"{what} has a string longer than {MAX_VALUE_CHARS} characters")
+        elif kind == "open":
+            if len(lists) >= MAX_DEPTH:
+                raise DescriptionError(f"{what} is nested more than {MAX_DEPTH} deep")
+            lists.append(1 if tok == "{" else -1)
+        elif kind == "close" and lists:
+            lists.pop()
+        elif kind == "sep" and tok == "," and lists and lists[-1] > 0:
+            lists[-1] += 1
+            if lists[-1] > MAX_VALUES:
+                raise DescriptionError(f"{what} has a list of more than {MAX_VALUES} elements")
+        tokens.append((kind, tok))
+    return tokens
+
+
 @dataclass
 class JobDescription:
     """A job description: canonical attribute name -> list of values."""
@@ -154,23 +372,30 @@ class JobDescription:
             words.append(v)
         return words
 
-    def get(self, name: str, default: str | None = None) -> str | None:
-        """The single value of ``name``; more than one value is an error."""
+    def get(
+        self, name: str, default: str | None = None, *, error: type[DescriptionError] = InvalidAttribute
+    ) -> str | None:
+        """The single value of ``name``; more than one value is an error (``error``)."""
         vals = self.values(name)
         if not vals:
             return default
         if len(vals) > 1:
-            raise InvalidAttribute(f"attribute {name} takes one value, got {len(vals)}: {' '.join(vals)}")
+            raise error(f"attribute {name} takes one value, got {len(vals)}: {shown(' '.join(vals))}")
         return vals[0]
 
     @overload
     def get_int(
-        self, name: str, default: int, *, minimum: int | None = None, error: type[Exception] = InvalidAttribute
+        self, name: str, default: int, *, minimum: int | None = None, error: type[DescriptionError] = InvalidAttribute
     ) -> int: ...
 
     @overload
     def get_int(
-        self, name: str, default: None = None, *, minimum: int | None = None, error: type[Exception] = InvalidAttribute
+        self,
+        name: str,
+        default: None = None,
+        *,
+        minimum: int | None = None,
+        error: type[DescriptionError] = InvalidAttribute,
     ) -> int | None: ...
 
     def get_int(
@@ -179,15 +404,17 @@ class JobDescription:
         default: int | None = None,
         *,
         minimum: int | None = None,
-        error: type[Exception] = InvalidAttribute,
+        error: type[DescriptionError] = InvalidAttribute,
     ) -> int | None:
-        raw = self.get(name)
+        raw = self.get(name, error=error)
         if raw is None:
             return default
+        if len(raw.strip()) > MAX_NUMBER_DIGITS:
+            raise error(f"{name} must be an integer of at most {MAX_NUMBER_DIGITS} digits, got {shown(raw)}")
         try:
             value = int(raw.strip(), 10)
         except ValueError:
-            raise error(f"{name} must be an integer, got {raw!r}") from None
+            raise error(f"{name} must be an integer, got {shown(raw)}") from None
         if minimum is not None and value < minimum:
             raise error(f"{name} must be at least {minimum}, got {value}")
         return value
@@ -196,14 +423,16 @@ class JobDescription:
         raw = self.get(name)
         if raw is None:
             return default
+        if len(raw.strip()) > MAX_NUMBER_DIGITS:
+            raise InvalidAttribute(f"{name} must be a number of at most {MAX_NUMBER_DIGITS} digits, got {shown(raw)}")
         try:
             value = float(raw)
         except ValueError:
-            raise InvalidAttribute(f"{name} must be a number, got {raw!r}") from None
+            raise InvalidAttribute(f"{name} must be a number, got {shown(raw)}") from None
         if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidAttribute(f"{name} must be a finite number, got {raw!r}")
+            raise InvalidAttribute(f"{name} must be a finite number, got {shown(raw)}")
         if positive and value <= 0:
-            raise InvalidAttribute(f"{name} must be positive, got {raw!r}")
+            raise InvalidAttribute(f"{name} must be positive, got {shown(raw)}")
         return value
 
     def environment(self) -> list[tuple[str, str]]:
@@ -213,7 +442,7 @@ class JobDescription:
             if isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item):
                 pairs.append((item[0], item[1]))
             else:
-                raise InvalidAttribute(f"environment entries must be (NAME value) pairs, got {item!r}")
+                raise InvalidAttribute(f"environment entries must be (NAME value) pairs, got {shown(repr(item))}")
         return pairs
 
     @property
@@ -237,10 +466,10 @@ class JobDescription:
         known = GRAM_ATTRIBUTES | GRAM_INTERNAL_ATTRIBUTES | set(JIM_ATTRIBUTES) | set(extra)
         unknown = sorted(set(self.attrs) - known)
         if unknown:
-            raise UnknownAttribute(
-                f"the RSL attribute {unknown[0]!r} is not supported by jim"
-                + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if unknown[1:] else "")
-            )
+            others = ", ".join(shown(u) for u in unknown[1:4])
+            others += f" and {len(unknown) - 4} more" if unknown[4:] else ""
+            nor = f" (nor {others})" if others else ""
+            raise UnknownAttribute(f"the RSL attribute {shown(unknown[0])} is not supported by jim{nor}")
 
     def wall_seconds(self) -> int | None:
         """The wall-time limit of each local job, in seconds, from GRAM's ``maxwalltime`` (else
@@ -250,10 +479,12 @@ class JobDescription:
             if raw is None:
                 continue
             try:
+                if len(raw.strip()) > MAX_NUMBER_DIGITS:
+                    raise ValueError(raw)
                 minutes = int(raw.strip(), 10)
             except ValueError:
                 raise InvalidAttribute(
-                    f"{name} must be a whole number of minutes, got {raw!r}", gram_error=bad
+                    f"{name} must be a whole number of minutes, got {shown(raw)}", gram_error=bad
                 ) from None
             if minutes < 1:
                 raise InvalidAttribute(
@@ -268,14 +499,16 @@ class JobDescription:
         self.wall_seconds()
         jobtype = self.get("jobtype")
         if jobtype is not None and jobtype.lower() not in GRAM_JOBTYPES:
-            raise InvalidAttribute(f"jobtype must be one of {', '.join(GRAM_JOBTYPES)}, got {jobtype!r}", gram_error=19)
+            raise InvalidAttribute(
+                f"jobtype must be one of {', '.join(GRAM_JOBTYPES)}, got {shown(jobtype)}", gram_error=19
+            )
         exe = self.get("executable")
         if exe is not None and (not exe or "\0" in exe):
             raise InvalidAttribute("executable must be a non-empty path")
         self.environment()
         for name, _value in self.environment():
             if not name or "=" in name or "\0" in name:
-                raise InvalidAttribute(f"bad environment variable name {name!r}", gram_error=40)
+                raise InvalidAttribute(f"bad environment variable name {shown(name)}", gram_error=40)
 
 
 # --------------------------------------------------------------------------
@@ -283,7 +516,7 @@ class JobDescription:
 # --------------------------------------------------------------------------
 
 
-def _norm_value(v: Any, where: str) -> Value:
+def _norm_value(v: Any, where: str, depth: int = 1) -> Value:
     if isinstance(v, str):
         return v
     if isinstance(v, bool):
@@ -291,30 +524,66 @@ def _norm_value(v: Any, where: str) -> Value:
     if isinstance(v, (int, float)):
         return str(v)
     if isinstance(v, list):
-        return [_norm_value(x, where) for x in v]
-    raise DescriptionError(f"attribute {where}: unsupported value {v!r}")
+        if depth > MAX_DEPTH:
+            raise DescriptionError(f"attribute {shown(where)} is nested more than {MAX_DEPTH} deep")
+        return [_norm_value(x, where, depth + 1) for x in v]
+    raise DescriptionError(f"attribute {shown(where)}: unsupported value {shown(repr(v))}")
 
 
 def from_mapping(data: Any, *, source_format: str = "json", source_text: str = "") -> JobDescription:
     if not isinstance(data, dict):
         raise DescriptionError("a JSON job description must be an object: attribute -> list of strings")
+    if len(data) > MAX_ATTRIBUTES:
+        raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
     attrs: dict[str, list[Value]] = {}
     for key, value in data.items():
         if not isinstance(key, str) or not key.strip():
-            raise DescriptionError(f"bad attribute name {key!r}")
+            raise DescriptionError(f"bad attribute name {shown(repr(key))}")
         name = canonical(key.strip())
         vals = value if isinstance(value, list) else [value]
         attrs.setdefault(name, []).extend(_norm_value(v, key) for v in vals)
-    return JobDescription(attrs, source_format=source_format, source_text=source_text)
+    return JobDescription(_bounded(attrs), source_format=source_format, source_text=source_text)
+
+
+#: Where a JSON text's brackets are, strings skipped.
+_JSON_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{}]', re.S)
+
+
+def _json_depth_ok(text: str) -> None:
+    depth = 0
+    for m in _JSON_STRUCTURE.finditer(text):
+        c = m.group()
+        if c == '"':  # an unterminated string: json.loads says where
+            return
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise DescriptionError(f"the JSON job description is nested more than {MAX_DEPTH} deep")
+        elif c in "]}":
+            depth -= 1
+
+
+def _json_number(text: str) -> int | float:
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise DescriptionError(f"the JSON job description has a number of more than {MAX_NUMBER_DIGITS} digits")
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+def _json_constant(text: str) -> Any:
+    raise DescriptionError(f"the JSON job description has {text}, which is not JSON")
 
 
 def parse_json(text: str) -> JobDescription:
+    check_text(text, "JSON")
+    _json_depth_ok(text)
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_json_number, parse_float=_json_number, parse_constant=_json_constant)
     except json.JSONDecodeError as e:
         raise DescriptionError(
             f"job description is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
         ) from None
+    except RecursionError:  # (the depth is checked above: a safety net only)
+        raise DescriptionError(f"the JSON job description is nested more than {MAX_DEPTH} deep") from None
     return from_mapping(data, source_format="json", source_text=text)
 
 
@@ -323,6 +592,7 @@ def parse_json(text: str) -> JobDescription:
 # --------------------------------------------------------------------------
 
 _SPECIAL = set("+&|()=<>!\"'^#$") | set(" \t\r\n\f\v")
+_RSL_PLAIN = re.compile(r"[^+&|()=<>!\"'^#$ \t\r\n\f\v]+")
 
 
 class _RslParser:
@@ -331,6 +601,15 @@ class _RslParser:
         self.i = 0
         self.env = env
         self.subst: dict[str, str] = {}
+        self.expanded = 0  # characters of every value so far, $(VAR) references expanded
+
+    def plain(self) -> str:
+        """The run of characters at the position that need no quoting (possibly empty)."""
+        m = _RSL_PLAIN.match(self.s, self.i)
+        if not m:
+            return ""
+        self.i = m.end()
+        return m.group()
 
     def error(self, what: str) -> RslSyntaxError:
         return RslSyntaxError(f"malformed RSL at character {self.i + 1}: {what}")
@@ -366,8 +645,10 @@ class _RslParser:
             raise self.error("multi-requests ('+') and disjunctions ('|') are not supported")
         if c == "&":
             self.i += 1
-        relations = []
+        relations: list[tuple[str, list[Value]]] = []
         while self.peek() == "(":
+            if len(relations) >= MAX_ATTRIBUTES:
+                raise self.error(f"more than {MAX_ATTRIBUTES} attributes")
             relations.append(self.relation())
         if self.peek() != "":
             raise self.error(f"unexpected {self.s[self.i]!r}")
@@ -378,19 +659,16 @@ class _RslParser:
     def relation(self) -> tuple[str, list[Value]]:
         self.expect("(")
         self.skip()
-        start = self.i
-        while self.i < len(self.s) and self.s[self.i] not in _SPECIAL:
-            self.i += 1
-        name = self.s[start : self.i]
+        name = self.plain()
         if not name:
             raise self.error("expected an attribute name")
         op = self.peek()
         if op != "=":
             if op in "<>!":
-                raise self.error(f"only '=' relations are supported (attribute {name})")
-            raise self.error(f"expected '=' after attribute {name}")
+                raise self.error(f"only '=' relations are supported (attribute {shown(name)})")
+            raise self.error(f"expected '=' after attribute {shown(name)}")
         self.i += 1
-        values = self.sequence(")")
+        values = self.sequence(")", 1)
         self.expect(")")
         cname = canonical(name)
         if cname == "rslsubstitution":
@@ -400,15 +678,19 @@ class _RslParser:
                 self.subst[pair[0]] = pair[1]
         return name, values
 
-    def sequence(self, closer: str) -> list[Value]:
+    def sequence(self, closer: str, depth: int) -> list[Value]:
+        if depth > MAX_DEPTH:
+            raise self.error(f"values nested more than {MAX_DEPTH} deep")
         values: list[Value] = []
         while True:
             c = self.peek()
             if c == closer or c == "":
                 return values
+            if len(values) >= MAX_VALUES:
+                raise self.error(f"more than {MAX_VALUES} values in one attribute")
             if c == "(":
                 self.i += 1
-                inner = self.sequence(")")
+                inner = self.sequence(")", depth + 1)
                 self.expect(")")
                 values.append(inner)
             else:
@@ -418,6 +700,7 @@ class _RslParser:
         """Literals joined by ``#``, or written next to a ``$(VAR)`` with no space (``$(HOME)/x``)."""
         was_var = self.s[self.i] == "$"
         parts = [self.literal()]
+        size = len(parts[0])
         while self.i < len(self.s):
             c = self.s[self.i]
             if c == "#":
@@ -427,6 +710,14 @@ class _RslParser:
                 break
             was_var = self.s[self.i] == "$"
             parts.append(self.literal())
+            size += len(parts[-1])
+            if size > MAX_VALUE_CHARS:
+                raise self.error(f"a value longer than {MAX_VALUE_CHARS} characters")
+        if size > MAX_VALUE_CHARS:
+            raise self.error(f"a value longer than {MAX_VALUE_CHARS} characters")
+        self.expanded += size
+        if self.expanded > MAX_DESCRIPTION_BYTES:
+            raise self.error(f"values longer than {MAX_DESCRIPTION_BYTES} characters in all")
         return "".join(parts)
 
     def literal(self) -> str:
@@ -443,12 +734,10 @@ class _RslParser:
             return self.quoted(delim)
         if c == "$":
             return self.variable()
-        start = self.i
-        while self.i < len(self.s) and self.s[self.i] not in _SPECIAL:
-            self.i += 1
-        if start == self.i:
+        word = self.plain()
+        if not word:
             raise self.error(f"unexpected {c!r}")
-        return self.s[start : self.i]
+        return word
 
     def quoted(self, q: str) -> str:
         self.i += 1
@@ -470,22 +759,21 @@ class _RslParser:
             raise self.error("'$' must start a $(NAME) reference (quote it to use it literally)")
         self.i += 2
         self.skip()
-        start = self.i
-        while self.i < len(self.s) and self.s[self.i] not in _SPECIAL:
-            self.i += 1
-        name = self.s[start : self.i]
+        name = self.plain()
         self.expect(")")
         if name in self.subst:
             return self.subst[name]
         if name in ("HOME", "LOGNAME", "USER") and name in self.env:
             return self.env[name]
-        raise self.error(f"undefined RSL variable $({name})")
+        raise self.error(f"undefined RSL variable {shown('$(' + name + ')')}")
 
 
 def parse_rsl(text: str, env: dict[str, str] | None = None) -> JobDescription:
     """Parse GRAM RSL text into a JobDescription."""
-    if "\0" in text:
-        raise RslSyntaxError("malformed RSL: NUL character")
+    try:
+        check_text(text, "RSL")
+    except DescriptionError as e:
+        raise RslSyntaxError(e.message) from None
     parser = _RslParser(text, dict(os.environ if env is None else env))
     attrs: dict[str, list[Value]] = {}
     for name, values in parser.parse():
@@ -493,9 +781,9 @@ def parse_rsl(text: str, env: dict[str, str] | None = None) -> JobDescription:
         if cname == "rslsubstitution":
             continue
         if cname in attrs:
-            raise RslSyntaxError(f"malformed RSL: attribute {name} given twice")
+            raise RslSyntaxError(f"malformed RSL: attribute {shown(name)} given twice")
         attrs[cname] = values
-    return JobDescription(attrs, source_format="rsl", source_text=text)
+    return JobDescription(_bounded(attrs), source_format="rsl", source_text=text)
 
 
 # --------------------------------------------------------------------------
@@ -503,7 +791,7 @@ def parse_rsl(text: str, env: dict[str, str] | None = None) -> JobDescription:
 # --------------------------------------------------------------------------
 
 
-def parse_jdl(text: str) -> JobDescription:
+def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescription:
     """Parse a JDL / ClassAd job description with HTCondor's classad module.
 
     Strings and numbers become one value; ClassAd lists become lists of values;
@@ -511,9 +799,16 @@ def parse_jdl(text: str) -> JobDescription:
     expansion); ``Environment`` may be a list of ``NAME=value`` strings or one
     ``"A=1 B=2"`` string; ``Requirements`` (an expression) is kept as its
     ClassAd text.
-    """
-    from jim.requirements.expressions import classad_module  # (lazy: only a JDL needs the ClassAd bindings)
 
+    The text is bounded (:func:`classad_tokens`) before the library sees it.
+    Every other value must be a constant: literals, lists and operators on them,
+    no reference to an attribute and no function call; one that evaluates to
+    ``undefined`` or ``error`` is refused.  With ``extra_known`` (the names the
+    installed job types declare), a name that neither GRAM, jim nor a job type
+    knows is refused before anything is evaluated.
+    """
+    check_text(text, "JDL")
+    classad_tokens(text, "the JDL job description")
     classad = classad_module()
     try:
         ad = classad.parseOne(text)
@@ -521,21 +816,58 @@ def parse_jdl(text: str) -> JobDescription:
         raise DescriptionError(f"JDL does not parse as a ClassAd: {e}") from None
     if len(ad) == 0 and text.strip():
         raise DescriptionError("JDL does not parse as a ClassAd (no attributes found)")
+    keys = list(ad.keys())
+    if len(keys) > MAX_ATTRIBUTES:
+        raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
+    if extra_known is not None:
+        JobDescription({canonical(k): [] for k in keys}).check_known(extra_known)
     attrs: dict[str, list[Value]] = {}
-    for key in ad.keys():  # noqa: SIM118 (a ClassAd, not a dict)
-        raw = ad.lookup(key)
+    for key in keys:
         name = canonical(key)
+        expr = str(ad.lookup(key))  # (bounded above: the unparser recurses through the tree)
+        if name == "requirements":
+            attrs[name] = [expr]
+            continue
+        _jdl_constant(key, expr)
         try:
             value = ad.eval(key)
-        except Exception:
-            value = raw
-        attrs[name] = _jdl_values(name, value, raw)
-    return JobDescription(attrs, source_format="jdl", source_text=text)
+        except Exception as e:
+            raise DescriptionError(f"JDL attribute {shown(key)} does not evaluate: {shown(expr)}", cause=e) from None
+        if isinstance(value, classad.Value):  # undefined or error (an IntEnum: never a number here)
+            raise DescriptionError(f"JDL attribute {shown(key)} is {value.name.lower()}: {shown(expr)}")
+        attrs[name] = _jdl_values(key, value)
+    return JobDescription(_bounded(attrs), source_format="jdl", source_text=text)
 
 
-def _jdl_values(name: str, value: Any, raw: Any) -> list[Value]:
-    if name == "requirements":
-        return [str(raw)]
+@lru_cache(maxsize=1)
+def classad_module() -> ModuleType:
+    """``classad2`` (htcondor >= 24), else the older ``classad`` bindings (imported on first use)."""
+    try:
+        import classad2 as module  # (lazy: ~20 ms to import; only ClassAd texts need it)
+    except ImportError:  # pragma: no cover - depends on the installed wheel
+        import classad as module  # (lazy: as above)
+    return module
+
+
+_CONSTANT_NAMES = frozenset(["true", "false"])
+
+
+def _jdl_constant(key: str, expr: str) -> None:
+    """Refuse a JDL value that is not a constant (a reference, a function call, a record, undefined, error)."""
+    for kind, tok in classad_tokens(expr, f"JDL attribute {shown(key)}"):
+        low = tok.lower()
+        if kind == "name" and low in ("undefined", "error"):
+            raise DescriptionError(f"JDL attribute {shown(key)} is {low}: {shown(expr)}")
+        if (kind == "name" and low not in _CONSTANT_NAMES) or kind == "qname":
+            raise DescriptionError(
+                f"JDL attribute {shown(key)} must be a constant, not a reference to {shown(tok)}: {shown(expr)}"
+            )
+        if kind == "open" and tok == "[":
+            raise DescriptionError(f"JDL attribute {shown(key)} must be a constant, not a ClassAd record")
+
+
+def _jdl_values(key: str, value: Any) -> list[Value]:
+    name = canonical(key)
     if isinstance(value, bool):
         return ["yes" if value else "no"]
     if isinstance(value, (int, float)):
@@ -543,11 +875,14 @@ def _jdl_values(name: str, value: Any, raw: Any) -> list[Value]:
     if isinstance(value, str):
         if name == "arguments":
             try:
-                return [*shlex.split(value)]
+                return [*split_words(value)]
             except ValueError as e:
                 raise DescriptionError(f"JDL Arguments: {e}") from None
         if name == "environment":
-            return [list(item.split("=", 1)) for item in shlex.split(value) if "=" in item]
+            try:
+                return [list(item.split("=", 1)) for item in split_words(value) if "=" in item]
+            except ValueError as e:
+                raise DescriptionError(f"JDL Environment: {e}") from None
         return [value]
     if isinstance(value, list):
         if name == "environment":
@@ -555,12 +890,16 @@ def _jdl_values(name: str, value: Any, raw: Any) -> list[Value]:
             for item in value:
                 s = str(item)
                 if "=" not in s:
-                    raise DescriptionError(f"JDL Environment entry {s!r} is not NAME=value")
+                    raise DescriptionError(f"JDL Environment entry {shown(s)} is not NAME=value")
                 out.append(list(s.split("=", 1)))
             return out
-        return [str(v) if not isinstance(v, str) else v for v in value]
-    # an unevaluated expression (e.g. undefined reference): keep its text
-    return [str(raw)]
+        values: list[Value] = []
+        for v in value:
+            if isinstance(v, list):
+                raise DescriptionError(f"JDL attribute {shown(key)}: a list inside a list")
+            values.extend(_jdl_values(key, v) if not isinstance(v, str) else [v])
+        return values
+    raise DescriptionError(f"JDL attribute {shown(key)}: unsupported value {shown(str(value))}")
 
 
 # --------------------------------------------------------------------------

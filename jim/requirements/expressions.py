@@ -8,14 +8,13 @@ expressions does not pay for them.  The semantics are in ``docs/requirements.md`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import lru_cache
-from types import ModuleType
 from typing import Any
 
-from jim.errors import InvalidAttribute
+from jim.errors import DescriptionError, InvalidAttribute
+from jim.jobdesc import classad_module, classad_tokens
 from jim.requirements.resources import ResourceTree
 
-__all__ = ["InvalidRequirement", "QueueAds", "canonical_expression", "classad_record"]
+__all__ = ["InvalidRequirement", "QueueAds", "canonical_expression", "classad_module", "classad_record"]
 
 _EXPR_ATTR = "_jim_requirement"
 
@@ -24,22 +23,22 @@ class InvalidRequirement(InvalidAttribute, ValueError):
     """A job's requirements are malformed (bad name, value or ClassAd expression)."""
 
 
-@lru_cache(maxsize=1)
-def classad_module() -> ModuleType:
-    """``classad2`` (htcondor >= 24), else the older ``classad`` bindings."""
-    try:
-        import classad2 as module  # (lazy: ~20 ms to import; only ClassAd expressions need it)
-    except ImportError:  # pragma: no cover - depends on the installed wheel
-        import classad as module  # (lazy: as above)
-    return module
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _bounded(text: str) -> list[tuple[str, str]]:
+    """The tokens of a requirement's ClassAd text, refused when over jim's description limits
+    (:func:`jim.jobdesc.classad_tokens`): the library never sees an unbounded expression."""
+    try:
+        return classad_tokens(text, "requirement expression")
+    except DescriptionError as exc:
+        raise InvalidRequirement(exc.message) from None
+
+
 def _parse(text: str) -> Any:
     """The parsed ClassAd expression; raises :class:`InvalidRequirement` when it does not parse."""
+    _bounded(text)
     try:
         return classad_module().ExprTree(text)
     except Exception as exc:  # the bindings raise their own ClassAdException / SyntaxError
@@ -195,6 +194,7 @@ class QueueAds:
 
     def terms(self, expression: str) -> Iterator[tuple[str, list[str], list[bool]]]:
         """The top-level ``&&`` terms of ``expression``, each with the names it refers to and :meth:`holds`."""
+        _bounded(expression)
         for term in _conjuncts(expression):
             try:
                 expr = _parse(term)

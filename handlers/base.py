@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from jim.config import SiteLimits
 from jim.errors import ConfigError, InvalidAttribute, InvalidCount, PlanError
 from jim.jobdesc import JobDescription
+from jim.sandbox.builder import input_arcname, open_input
 
 if TYPE_CHECKING:
     from jim.requirements import Queue
@@ -238,10 +239,8 @@ class Handler(abc.ABC):
 
     def add_input_files(self, desc: JobDescription, area) -> None:
         """Copy the ``inputfiles`` of the description into the sandbox's inputs/."""
-        directory = desc.get("directory") or os.path.expanduser("~")
         for f in desc.values("inputfiles"):
-            path = f if os.path.isabs(f) else os.path.join(directory, f)
-            area.add_input(path)
+            area.add_input(input_path(desc, f))
 
     def describe(self) -> str:
         doc = (self.__doc__ or "").strip().splitlines()
@@ -381,3 +380,61 @@ def _same_kind(default: Any, value: Any) -> bool:
 def check_count(value: int, cap: int, why: str) -> None:
     if value > cap:
         raise InvalidCount(f"{value} local jobs requested, over the limit of {cap} ({why})")
+
+
+# -- what every grid job's files must be, checked at submit ---------------------------
+
+#: The most ``outputs`` patterns, and the longest one.
+MAX_OUTPUT_PATTERNS = 1000
+MAX_OUTPUT_PATTERN_CHARS = 1024
+
+
+def input_path(desc: JobDescription, name: str) -> str:
+    """An ``inputfiles`` value as a path: relative ones against the grid job's ``directory``, which
+    is itself relative to the submitter's home (GRAM's reading; the home is also the default)."""
+    base = os.path.join(os.path.expanduser("~"), desc.get("directory") or "")
+    return os.path.normpath(os.path.join(base, name))
+
+
+def check_input_files(desc: JobDescription, max_bytes: int) -> None:
+    """At submit: every ``inputfiles`` value a regular file the caller can read, not through a
+    symbolic link, not in /proc, /sys or another kernel file system, no two with the same name, all
+    of them together within the site's ``max_input_bytes``; else :class:`InvalidAttribute` (134)
+    naming the file."""
+    names: dict[str, str] = {}
+    total = 0
+    for value in desc.values("inputfiles"):
+        path = input_path(desc, value)
+        arc = input_arcname(path)
+        if arc in names:
+            raise InvalidAttribute(f"input files {names[arc]!r} and {value!r} have the same name")
+        names[arc] = value
+        fd, st = open_input(path)
+        os.close(fd)
+        total += st.st_size
+        if total > max_bytes:
+            raise InvalidAttribute(
+                f"input file {value!r}: the input files come to more than the site's limit of {max_bytes} bytes"
+            )
+
+
+def check_output_patterns(desc: JobDescription) -> None:
+    """At submit: ``outputs`` patterns relative, without ``..``, NUL or other control characters,
+    bounded in number and length; else :class:`InvalidAttribute` (134) naming the pattern."""
+    patterns = desc.values("outputs")
+    if len(patterns) > MAX_OUTPUT_PATTERNS:
+        raise InvalidAttribute(f"{len(patterns)} outputs patterns, more than {MAX_OUTPUT_PATTERNS}")
+    for p in patterns:
+        shown = repr(p[:100]) + ("..." if len(p) > 100 else "")
+        if not p:
+            raise InvalidAttribute("an outputs pattern is empty")
+        if len(p) > MAX_OUTPUT_PATTERN_CHARS:
+            raise InvalidAttribute(f"outputs pattern {shown} is longer than {MAX_OUTPUT_PATTERN_CHARS} characters")
+        if not p.isprintable():
+            raise InvalidAttribute(f"outputs pattern {shown} holds a NUL or another control character")
+        if p.startswith("/"):
+            raise InvalidAttribute(
+                f"outputs pattern {shown} is an absolute path: patterns name files in the job's directory"
+            )
+        if ".." in p.split("/"):
+            raise InvalidAttribute(f"outputs pattern {shown} holds '..': patterns stay where the job runs")

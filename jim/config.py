@@ -21,6 +21,7 @@ Example (every key optional)::
     max_local_jobs = 10000            # local jobs one grid job may become
     default_events_per_job = 250      # when the user gives no CPU-per-event hint
     max_failed_fraction = 0.0         # failed local jobs tolerated, as a fraction
+    max_input_bytes = 268435456       # a grid job's inputfiles together (256 MiB)
 
     [batch]
     adapter = "fork"                  # fork | slurm | sge | pbs | condor
@@ -74,6 +75,9 @@ class SiteLimits:
     max_local_jobs: int = 10000
     default_events_per_job: int = 250
     max_failed_fraction: float = 0.0
+    max_input_bytes: int = 256 * 1024 * 1024
+    """The most bytes a grid job's ``inputfiles`` may come to, together (checked at submit; the
+    sandbox copies no more)."""
 
 
 @dataclass(frozen=True)

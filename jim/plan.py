@@ -9,7 +9,11 @@ The first stage of a grid job, run synchronously by ``jim submit`` (and by
 3. the local queue, from the job's requirements and the site's
    ``[resources]`` (:mod:`jim.requirements`), or the job's GRAM ``queue``;
 4. the handler's ``getNumSubmissionTimes`` (N and the slices), checked
-   against the site's limits, and ``getCommandAndArguments`` for every slice.
+   against the site's limits, and ``getCommandAndArguments`` for every slice;
+5. the grid job's files: every ``inputfiles`` value a regular file the caller
+   can read, outside /proc and /sys, all within the site's ``max_input_bytes``;
+   ``outputs`` patterns relative and bounded (refused with error 134 naming
+   the file).
 
 The plan and the commands are kept in ``jobs/<id>/plan.json`` (:func:`save`,
 :func:`load`) for the worker, which builds the sandbox from them.
@@ -26,7 +30,7 @@ from jim.config import Config
 from jim.db import atomic_write
 from jim.errors import InvalidAttribute, JimError, PlanError
 from jim.handlers import get_handler_class
-from jim.handlers.base import Handler, Plan
+from jim.handlers.base import Handler, Plan, check_input_files, check_output_patterns
 from jim.jobdesc import JobDescription
 from jim.paths import Home
 
@@ -66,6 +70,8 @@ def make_plan(
         raise PlanError("the plan has no local jobs")
     if plan.n > config.site.max_local_jobs:
         raise PlanError(f"the plan has {plan.n} local jobs, over the site's limit of {config.site.max_local_jobs}")
+    check_input_files(desc, config.site.max_input_bytes)  # (after the plan: a parametric job's are expanded)
+    check_output_patterns(desc)
     _record_queue(plan, choice)
     commands = [handler.getCommandAndArguments(desc, plan, s) for s in plan.slices]
     for argv in commands:

@@ -75,7 +75,7 @@ def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Comman
         if job.cancel_requested or job.state.terminal:
             return 0
         adapter = get_adapter(config, home)
-        build_sandbox(config, db, job_id, adapter, job, planned)
+        _build_or_fail(config, db, job_id, adapter, job, planned)
         faults.point("worker-after-sandbox")
         submit_pending(config, db, job_id, adapter, job)
         background.start_monitor(home.root)
@@ -105,6 +105,28 @@ def _recover(db: Database) -> None:
             )
     except Exception:
         for_job("jim.worker", "-").exception("recovery of killed submits failed")
+
+
+def _build_or_fail(
+    config: Config,
+    db: Database,
+    job_id: str,
+    adapter: Adapter,
+    job: GridJob,
+    planned: tuple[Plan, planning.Commands] | None,
+) -> None:
+    """:func:`build_sandbox`; whatever stops it (a job type's plug-in raising anything, an input file
+    that changed since the submit) is a :class:`JimError`: permanent, so that the grid job ends
+    FAILED with the reason instead of every new worker failing again, unless the disk is full."""
+    try:
+        build_sandbox(config, db, job_id, adapter, job, planned)
+    except JimError as e:
+        raise JimError(f"the sandbox could not be built: {e.message}", transient=e.transient) from e
+    except Exception as e:
+        for_job("jim.worker", job_id).exception("building the sandbox of %s failed", job_id)
+        raise JimError(
+            f"the sandbox could not be built: {type(e).__name__}: {e}", transient=builder.transient(e)
+        ) from e
 
 
 def build_sandbox(
@@ -144,7 +166,7 @@ def build_sandbox(
             for k in range(plan.n)
         ],
     }
-    builder.build(job_dir, manifest, area)
+    builder.build(job_dir, manifest, area, max_input_bytes=config.site.max_input_bytes)
 
 
 def submit_pending(config: Config, db: Database, job_id: str, adapter: Adapter, job: GridJob | None = None) -> None:

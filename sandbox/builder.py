@@ -8,15 +8,24 @@ so that a batch script can start it.
 
 Building is idempotent: the tarball is written to a temporary name and renamed
 into place, so a worker killed half-way leaves either no sandbox or a whole one.
+
+Input files are opened by :func:`open_input` (at submit, to check them, and
+again here): a regular file, not through a symbolic link, not in ``/proc``,
+``/sys`` or another kernel file system (whose sizes lie and whose reads may do
+things).  They are copied by the bytes actually read, never trusting
+``st_size``, and never more than the site's ``max_input_bytes`` in all.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import shutil
+import stat
 import tarfile
+import tempfile
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -34,6 +43,110 @@ def _safe_arcname(name: str) -> str:
     return str(p)
 
 
+def input_arcname(path: str | os.PathLike[str]) -> str:
+    """Where an input file lands in the sandbox: ``inputs/<its name>``."""
+    name = os.path.basename(os.fspath(path))
+    if not name or name in (".", "..") or name.startswith("-"):
+        raise InvalidAttribute(f"input file {_shown(os.fspath(path))} has no usable file name")
+    return _safe_arcname("inputs/" + name)
+
+
+#: Kernel file systems: their files are no data (sizes lie, a read may change something).
+PSEUDO_FILESYSTEMS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "cgroup",
+        "cgroup2",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "configfs",
+        "bpf",
+        "pstore",
+        "efivarfs",
+        "fusectl",
+        "binfmt_misc",
+        "devpts",
+        "mqueue",
+        "nsfs",
+        "rpc_pipefs",
+        "autofs",
+    }
+)
+_PSEUDO_ROOTS = ("/proc", "/sys")
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def _shown(path: str, limit: int = 200) -> str:
+    text = repr(path[:limit])
+    return text + f"... ({len(path)} characters)" if len(path) > limit else text
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _filesystems() -> dict[int, str]:
+    """st_dev -> file system type, of every mount this process sees (from /proc/self/mountinfo)."""
+    out: dict[int, str] = {}
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            text = f.read(4 * 1024 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        fields = line.split()
+        try:
+            major, minor = (int(n) for n in fields[2].split(":"))
+            fstype = fields[fields.index("-") + 1]
+        except (IndexError, ValueError):
+            continue
+        out[os.makedev(major, minor)] = fstype
+    return out
+
+
+def open_input(path: str) -> tuple[int, os.stat_result]:
+    """Open an input file as the caller: ``(fd, fstat)`` of a regular file, read-only, not followed
+    through a symbolic link, not in /proc, /sys or another kernel file system; else
+    :class:`InvalidAttribute` (134) with a one-line reason naming the file."""
+    name = _shown(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise InvalidAttribute(f"input file {name} does not exist") from None
+    except OSError as e:
+        raise InvalidAttribute(f"input file {name} cannot be looked at: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidAttribute(f"input file {name} is {_kind(st.st_mode)}, not a regular file")
+    real = os.path.realpath(path)
+    for root in _PSEUDO_ROOTS:
+        if real == root or real.startswith(root + "/"):
+            raise InvalidAttribute(f"input file {name} is in {root}, not a data file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        raise InvalidAttribute(f"input file {name} is not readable: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidAttribute(f"input file {name} is {_kind(st.st_mode)}, not a regular file")
+        fstype = _filesystems().get(st.st_dev)
+        if fstype in PSEUDO_FILESYSTEMS:
+            raise InvalidAttribute(f"input file {name} is on a {fstype} file system, not a data file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 class WorkArea:
     """What a handler's ``prepareWorkArea`` adds to the sandbox."""
 
@@ -48,19 +161,17 @@ class WorkArea:
 
     def add_file(self, path: str | os.PathLike, arcname: str | None = None) -> str:
         src = Path(path)
-        if not src.is_file():
-            raise InvalidAttribute(f"input file {str(src)!r} does not exist or is not a regular file", gram_error=135)
-        if not os.access(src, os.R_OK):
-            raise InvalidAttribute(f"input file {str(src)!r} is not readable", gram_error=135)
+        fd, st = open_input(str(src))  # (checked now; opened again, and copied by what is read, by build)
+        os.close(fd)
         arc = _safe_arcname(arcname or src.name)
         if arc in self.files:
             raise InvalidAttribute(f"two sandbox files named {arc!r}")
-        self.files[arc] = (src, 0o700 if os.access(src, os.X_OK) else 0o600)
+        self.files[arc] = (src, 0o700 if st.st_mode & 0o100 else 0o600)
         return arc
 
     def add_input(self, path: str | os.PathLike) -> str:
         """An input file, unpacked as inputs/<name> in the local job's scratch directory."""
-        return self.add_file(path, "inputs/" + Path(path).name)
+        return self.add_file(path, input_arcname(path))
 
 
 def _add(tar: tarfile.TarFile, arcname: str, data: bytes, mode: int) -> None:
@@ -71,8 +182,37 @@ def _add(tar: tarfile.TarFile, arcname: str, data: bytes, mode: int) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def build(job_dir: Path, manifest: dict[str, Any], area: WorkArea) -> tuple[Path, Path]:
-    """Write the sandbox and the wrapper into ``job_dir``; return both paths."""
+def _copy_input(
+    tar: tarfile.TarFile, arcname: str, src: Path, mode: int, left: int | None, limit: int | None, spool: Path
+) -> int:
+    """Add an input file by the bytes actually read from it (at most ``left`` of the site's ``limit``);
+    how many.  The bytes go through an unnamed temporary file: a tar member's size comes first."""
+    fd, st = open_input(str(src))
+    with os.fdopen(fd, "rb") as f, tempfile.TemporaryFile(dir=spool) as copy:
+        size = 0
+        while chunk := f.read(_CHUNK if left is None else min(_CHUNK, left - size + 1)):
+            size += len(chunk)
+            if left is not None and size > left:
+                raise InvalidAttribute(
+                    f"input file {_shown(str(src))}: the input files come to more than the site's limit of "
+                    f"{limit} bytes"
+                )
+            copy.write(chunk)
+        copy.seek(0)
+        info = tarfile.TarInfo(arcname)
+        info.size, info.mode, info.mtime = size, mode, int(st.st_mtime)
+        tar.addfile(info, copy)
+    return size
+
+
+_CHUNK = 1024 * 1024
+
+
+def build(
+    job_dir: Path, manifest: dict[str, Any], area: WorkArea, *, max_input_bytes: int | None = None
+) -> tuple[Path, Path]:
+    """Write the sandbox and the wrapper into ``job_dir``; return both paths.  Input files count
+    against ``max_input_bytes`` (None: no limit) by the bytes read from them."""
     job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     sandbox = job_dir / SANDBOX_NAME
     wrapper = job_dir / WRAPPER_NAME
@@ -85,22 +225,30 @@ def build(job_dir: Path, manifest: dict[str, Any], area: WorkArea) -> tuple[Path
     if sandbox.exists():
         return sandbox, wrapper
     tmp = job_dir / f".{SANDBOX_NAME}.{os.getpid()}.tmp"
-    with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
-        _add(tar, "manifest.json", json.dumps(manifest, separators=(",", ":")).encode(), 0o600)
-        _add(tar, "bin/jim-progress", pkg.joinpath("jim-progress").read_bytes(), 0o700)
-        for arc, (src, mode) in sorted(area.files.items()):
-            if isinstance(src, Path):
-                with open(src, "rb") as f:
-                    info = tar.gettarinfo(fileobj=f, arcname=arc)
-                    info.mode, info.uid, info.gid, info.uname, info.gname = mode, 0, 0, "", ""
-                    tar.addfile(info, f)
-            else:
-                _add(tar, arc, src, mode)
-    os.chmod(tmp, 0o600)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, sandbox)
+    try:
+        left = max_input_bytes
+        with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
+            _add(tar, "manifest.json", json.dumps(manifest, separators=(",", ":")).encode(), 0o600)
+            _add(tar, "bin/jim-progress", pkg.joinpath("jim-progress").read_bytes(), 0o700)
+            for arc, (src, mode) in sorted(area.files.items()):
+                if isinstance(src, Path):
+                    copied = _copy_input(tar, arc, src, mode, left, max_input_bytes, job_dir)
+                    left = None if left is None else left - copied
+                else:
+                    _add(tar, arc, src, mode)
+        os.chmod(tmp, 0o600)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, sandbox)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return sandbox, wrapper
+
+
+def transient(error: BaseException) -> bool:
+    """True when a failed build may work when tried again (a full disk or quota), not otherwise."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.ENOMEM)
 
 
 def remove(job_dir: Path) -> None:

@@ -304,13 +304,14 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8", "replace"))
 
 
-def _cookies(handler: BaseHTTPRequestHandler) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _cookie_values(handler: BaseHTTPRequestHandler, wanted: str) -> list[str]:
+    """Every value the request's cookies give ``wanted`` (another port's page may have set one more)."""
+    out: list[str] = []
     for header in handler.headers.get_all("Cookie") or []:
         for part in header.split(";"):
             name, sep, value = part.strip().partition("=")
-            if sep and name not in out:
-                out[name] = value.strip().strip('"')
+            if sep and name == wanted and len(out) < 8:
+                out.append(value.strip().strip('"'))
     return out
 
 
@@ -401,7 +402,7 @@ class JimServer(ThreadingMixIn, _Base):
         scheme, _, credential = handler.headers.get("Authorization", "").strip().partition(" ")
         if scheme.lower() in ("token", "bearer") and _same(credential.strip(), self.token):
             return self.view
-        if _same(_cookies(handler).get(self.cookie, ""), self.token):
+        if any(_same(value, self.token) for value in _cookie_values(handler, self.cookie)):
             return self.view
         raise HTTPError(
             HTTPStatus.FORBIDDEN,

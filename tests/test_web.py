@@ -670,7 +670,7 @@ def test_first_visit_with_the_token_sets_a_cookie_and_drops_it_from_the_url(db, 
     attrs = {a.strip().lower() for a in cookie.split(";")[1:]}
     assert {"httponly", "samesite=strict", "path=/"} <= attrs
     assert server.token.encode() not in body and b"mine" not in body
-    with_cookie = {"Cookie": f"other=1; {server.cookie}={server.token}"}
+    with_cookie = {"Cookie": f"other=1; {server.cookie}=shadow; {server.cookie}={server.token}"}
     status, _, body = anonymous.get(f"/jobs/{job_id}?state=FAILED&order=attention", headers=with_cookie)
     assert status == 200 and b"mine" in body
     for path in ("/db/jim.xsl", "/static/jim.css", f"/db/{job_id}.xml", "/api/jobs"):

@@ -279,8 +279,10 @@ def split_words(text: str) -> list[str]:
                 words.append("".join(word))
                 word, in_word = [], False
             continue
-        if lone is not None:
-            raise ValueError("No closing quotation")
+        if lone is not None:  # (like shlex: a backslash that ends an open "... escapes nothing)
+            rest = text[m.end() :]
+            escaping = lone == '"' and (len(rest) - len(rest.rstrip("\\"))) % 2 == 1
+            raise ValueError("No escaped character" if escaping else "No closing quotation")
         if backslash is not None:
             raise ValueError("No escaped character")
         in_word = True

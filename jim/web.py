@@ -938,6 +938,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._send(status, headers, body, head=head)
 
+    def _viewer(self) -> str | None:
+        """The account a site instance answers this request for (shown in the page header)."""
+        view = getattr(self, "view", None)
+        return view.user if view is not None else None
+
     def _authorize(self, parts: urllib.parse.SplitResult) -> None:
         """Sets ``self.view`` (the home this request may read); HTTPError 400/403 or Redirect otherwise."""
         if (
@@ -946,6 +951,7 @@ class Handler(BaseHTTPRequestHandler):
             and not _host_is_loopback_name(self.headers.get("Host", "localhost"))
         ):
             raise HTTPError(HTTPStatus.BAD_REQUEST, "unexpected Host header for a server on a loopback address")
+        vars(self).pop("view", None)  # (a kept-alive connection: nothing from its previous request)
         try:
             self.view = self.server.view_for(self, parts)
         except ValueError:  # a query with too many fields
@@ -974,7 +980,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = (
                 self.server.env.get_template("error.html")
-                .render(status=int(status), phrase=status.phrase, message=message, refresh=None)
+                .render(status=int(status), phrase=status.phrase, message=message, refresh=None, viewer=self._viewer())
                 .encode()
             )
         except Exception:  # never fail to report a failure
@@ -985,7 +991,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- pages -----------------------------------------------------------------
     def _html(self, template: str, **context) -> tuple[HTTPStatus, dict[str, str], bytes]:
-        body = self.server.env.get_template(template).render(**context).encode()
+        body = self.server.env.get_template(template).render(viewer=self._viewer(), **context).encode()
         return HTTPStatus.OK, {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP_HTML}, body
 
     @staticmethod

@@ -272,6 +272,7 @@ def test_site_instance_shows_each_user_only_their_own_jobs(unix_users, alice_job
         as_bob,
     )
     assert index["status"] == 200 and bob_job in index["body"] and job_id not in index["body"]
+    assert f'<span id="viewer">{bob.name}</span>' in index["body"]
     assert [j["id"] for j in json.loads(api_list["body"])] == [bob_job]
     for r in (page, api, xml):  # alice's grid job is not in bob's home
         assert r["status"] == 404 and SECRET_VALUE not in r["body"] and SECRET_ARG not in r["body"]

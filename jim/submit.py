@@ -81,7 +81,10 @@ def submit(
     log = jlog.for_job("jim.submit", job_id)
     log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
     if start_background:
-        background.run_detached(home.root, lambda: _run_worker(config, home, job_id, (record, plan, commands)))
+        try:
+            background.run_detached(home.root, lambda: _run_worker(config, home, job_id, (record, plan, commands)))
+        except OSError as e:  # the grid job is recorded and answered: the next poll or the monitor starts it
+            log.warning("the worker of %s could not be started now (%s); a poll will start it", job_id, e)
     return job_id
 
 

@@ -66,7 +66,7 @@ def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Comman
             if db.exists(job_id):
                 log.info("grid job %s: its submit has not confirmed it yet; nothing submitted", job_id)
             else:
-                log.warning("grid job %s removed: its submit was killed before it confirmed the job id", job_id)
+                log.warning("grid job %s has no record (its submit was killed before it confirmed it?)", job_id)
             return 0
         if known is not None and known[0].disk_key == disk_key(home.record(job_id), missing=True):
             job, planned = known[0], (known[1], known[2])

@@ -94,8 +94,19 @@ def _kind(mode: int) -> str:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
+_MOUNTS: dict[int, str] | None = None
+
+
 def _filesystems() -> dict[int, str]:
-    """st_dev -> file system type, of every mount this process sees (from /proc/self/mountinfo)."""
+    """st_dev -> file system type, of every mount this process sees (from /proc/self/mountinfo, read
+    once per process: a submit checks many input files)."""
+    global _MOUNTS
+    if _MOUNTS is None:
+        _MOUNTS = _read_mountinfo()
+    return _MOUNTS
+
+
+def _read_mountinfo() -> dict[int, str]:
     out: dict[int, str] = {}
     try:
         with open("/proc/self/mountinfo", "rb") as f:

@@ -74,6 +74,18 @@ def test_proc_and_sysfs_files_refused(jim_env, tmp_path):
         assert repr(path) in message and ("/proc" in message or "/sys" in message), message
 
 
+def test_sysfs_mounted_elsewhere_refused_by_its_file_system(jim_env, tmp_path, request):
+    source = os.path.dirname(sysfs_file())
+    where = tmp_path / "looks-like-data"
+    where.mkdir()
+    if subprocess.run(["mount", "--bind", source, str(where)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (needs root and mount rights)")
+    request.addfinalizer(lambda: subprocess.run(["umount", str(where)], capture_output=True))
+    path = str(where / os.path.basename(sysfs_file()))
+    message = refused(jim_env, f"&(executable=/bin/true)(inputfiles={path})")
+    assert repr(path) in message and "sysfs file system" in message, message
+
+
 def test_inputs_over_the_sites_limit_refused(jim_env, tmp_path):
     write_config(jim_env, "")
     jim_env.config.write_text(jim_env.config.read_text().replace("[site]\n", "[site]\nmax_input_bytes = 1000\n"))

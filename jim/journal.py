@@ -167,12 +167,11 @@ def await_confirmation(db: Database, job_id: str, timeout: float) -> bool:
     """Wait (at most ``timeout`` s) until the grid job is confirmed; False when it is not: its
     submit was killed (what it left is removed here), or still runs after ``timeout``."""
     deadline = time.monotonic() + timeout
+    mark = pending_path(db, job_id)
     while True:
-        if confirmed(db, job_id):
-            return True
-        if not pending_path(db, job_id).exists() or recover_one(db, job_id):
-            return False  # no record: abandoned and removed
-        if time.monotonic() >= deadline:
+        if not mark.exists():
+            return db.exists(job_id)  # (see confirmed: no record now means abandoned and removed)
+        if recover_one(db, job_id) or time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
 

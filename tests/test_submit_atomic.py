@@ -21,7 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from jim.config import load
+from jim.jobdesc import parse_rsl
 from jim.journal import ABANDONED_MESSAGE
+from jim.submit import submit
 
 from support.jimcli import Jim
 
@@ -234,3 +237,54 @@ def test_submit_process_group_killed_at_random_moments(jim_env, tmp_path):
         f" JOB_IDs printed by killed submits: {answered}"
     )
     check_outcome(jim_env, tmp_path, seen, printed, answers)
+
+
+HOLDER = """
+import sys
+from jim import journal
+from jim.config import load
+from jim.db import Database
+from jim.paths import Home
+
+config = load()
+mark = journal.Pending(Database(Home(config.home)), sys.argv[1]).take()
+print("held", flush=True)
+if sys.stdin.readline().strip() == "confirm":
+    mark.confirm()
+"""
+
+
+def test_worker_submits_nothing_until_the_submit_confirms(jim_env, tmp_path):
+    """A worker started while the submit still runs (the monitor or a poll can start one as soon as
+    the record exists) waits; it submits once the submit confirms, and not before."""
+    saved = dict(os.environ)
+    os.environ.update(jim_env.env)
+    try:
+        job_id = submit(load(), parse_rsl(marking_rsl(tmp_path)), start_background=False)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    # a live submit's pending mark, held by another process
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, job_id],
+        env=jim_env.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        worker = subprocess.Popen([sys.executable, "-m", "jim", "_worker", job_id], env=jim_env.env)
+        time.sleep(1.5)
+        assert worker.poll() is None, "the worker did not wait for the submit"
+        assert all(lj["state"] == "PLANNED" for lj in jim_env.status(job_id)["localJobs"])
+        assert not runs(tmp_path)
+        assert holder.stdin is not None
+        holder.stdin.write("confirm\n")
+        holder.stdin.flush()
+        assert worker.wait(timeout=30) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert jim_env.wait(job_id)["JOB_STATE"] == "DONE"
+    assert runs(tmp_path) == {f"{job_id}.{k}": 1 for k in range(N)}

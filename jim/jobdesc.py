@@ -498,6 +498,7 @@ class JobDescription:
     def check_common(self) -> None:
         """Checks every job type shares: count, jobtype, executable, environment, wall time."""
         self.get_int("count", 1, minimum=1, error=InvalidCount)
+        self.get("jobname")  # (one word: refused here, before anything is recorded)
         self.wall_seconds()
         jobtype = self.get("jobtype")
         if jobtype is not None and jobtype.lower() not in GRAM_JOBTYPES:

@@ -52,7 +52,9 @@ commands for people:
   plan --dry-run (--rsl|--description|--jdl) [--json]   the plan, without recording anything
   handlers                  installed job types
   doctor                    check the configuration and the batch system
-  serve [--host H] [--port N]   read-only web view (loopback:8642 by default)
+  serve [--host H] [--port N] | --socket [PATH] | --site --proxy-secret-file FILE
+                            read-only web view of your jobs only (token URL, 0600 socket,
+                            or site-wide behind an authenticating web server)
   advertise [--collector HOST] [--json]   the site's ClassAd: printed, or sent to a collector
   gram-install [...]        install the GRAM5 job manager glue (as root)
 

@@ -202,3 +202,38 @@ def test_root_acts_on_a_users_job_only_as_its_owner(unix_users, tmp_path: Path):
     assert root_owned == []
     assert (outdir / "job.out").exists()
     assert alice.jim("poll", "--job-id", job, home=home).stdout.startswith("JOB_STATE=FAILED")
+
+
+@pytest.mark.users
+def test_another_account_reads_nothing_of_a_users_jobs(unix_users):
+    """Alice's home is opened up (0755) so that only jim's own modes stand in the way: bob can read
+    none of her log, records, sandbox, wrappers' files, merged outputs or output tar, nor list her
+    jim directories, and the secret in her job's environment reaches none of his reads."""
+    alice, bob = unix_users.alice, unix_users.bob
+    home = alice.home / ".jim"
+    outdir = alice.mkdir("out", 0o755)
+    secret = "s3cret-pa55word"
+    rsl = (
+        f"&(executable=/bin/sh)(arguments=-c 'echo $JOBPW')(environment=(JOBPW {secret}))(count=2)"
+        f"(stdout={outdir}/job.out)(stderr={outdir}/job.err)(outputtar={outdir}/job.tar.gz)"
+    )
+    job = _protocol(alice.jim("submit", "--rsl", rsl, home=home))["JOB_ID"]
+    deadline = time.monotonic() + 60
+    while not alice.jim("poll", "--job-id", job, home=home).stdout.startswith("JOB_STATE=DONE"):
+        assert time.monotonic() < deadline, alice.jim("status", job, home=home).stdout
+        time.sleep(0.3)
+    assert secret in (outdir / "job.out").read_text()
+    os.chmod(alice.home, 0o755)
+    try:
+        files = [p for base in (home, outdir) for p in base.rglob("*") if p.is_file() and not p.is_symlink()]
+        dirs = [p for p in home.rglob("*") if p.is_dir() and not p.is_symlink()]
+        assert any(p.name.startswith("sandbox") for p in files) and (outdir / "job.tar.gz") in files
+        readable = []
+        for p in files:
+            got = bob.run(["cat", str(p)])
+            if got.returncode == 0 or secret in got.stdout:
+                readable.append(str(p))
+        listable = [str(p) for p in [home, *dirs] if bob.run(["ls", str(p)]).returncode == 0]
+        assert readable == [] and listable == []
+    finally:
+        os.chmod(alice.home, 0o700)

@@ -233,3 +233,18 @@ def test_wrapper_gives_each_user_a_private_seg_dir(open_root, jim_cmd):
     os.chown(mine, 0, 0)
     proc = _run_wrapper(root, user)
     assert proc.returncode == 1 and "not a directory owned by nobody" in proc.stderr
+
+
+def test_directories_it_creates_are_reachable_under_jims_private_umask(root, jim_cmd):
+    """jim runs under umask 0077; the directories gram-install creates must still let the mapped
+    users' job managers reach the module, the wrapper and the SEG root."""
+    old = os.umask(0o077)
+    try:
+        assert run(root, "--jim-command", str(jim_cmd)) == 0
+    finally:
+        os.umask(old)
+    t = tree(root)
+    dirs = {path: mode for path, (mode, kind) in t.items() if kind == "<dir>"}
+    assert dirs.pop("/var/lib/jim/seg") == 0o1733
+    assert dirs and {path: mode for path, mode in dirs.items() if mode != 0o755} == {}
+    assert t["/usr/libexec/jim/jim-seg-job-manager"][0] == 0o755

@@ -239,6 +239,18 @@ def _not_runnable_by_others(path: str) -> list[str]:
     return problems
 
 
+def _system_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents 0755 whatever the umask (jim runs under 0077): the mapped
+    users' job managers must reach what is installed there."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for d in reversed(missing):
+        d.mkdir()
+        os.chmod(d, 0o755)
+
+
 class Installer:
     """Does (or, in dry-run mode, describes) each step, idempotently."""
 
@@ -260,7 +272,7 @@ class Installer:
         self.say(f"install    {path} (mode {mode:04o})")
         if self.dry_run:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _system_dirs(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -294,7 +306,8 @@ class Installer:
         self.say(f"create     {path}/ (SEG root, mode 1733: users add their own 0700 entry)")
         if self.dry_run:
             return
-        path.mkdir(parents=True, exist_ok=True)
+        _system_dirs(path.parent)
+        path.mkdir(exist_ok=True)
         if os.geteuid() == 0:
             os.chown(path, 0, 0)
         os.chmod(path, mode)

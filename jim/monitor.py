@@ -69,13 +69,15 @@ def run(config: Config, *, once: bool = False) -> int:
     memo = Memo()
     log.info("monitor started (pid %d, adapter %s, interval %g s)", os.getpid(), adapter.name, config.monitor.interval)
     idle_since: float | None = None
+    failing = _PassFailures()
     try:
         while True:
             started = time.monotonic()
             try:
                 active = refresh(config, db, adapter, memo=memo)
-            except Exception:
-                log.exception("monitor pass failed")
+                failing.ok()
+            except Exception as e:  # a whole pass that fails is no news; the next pass tries again
+                failing.failed(e)
                 active = 1
             if once:
                 return 0
@@ -89,6 +91,34 @@ def run(config: Config, *, once: bool = False) -> int:
             time.sleep(max(0.05, config.monitor.interval - (time.monotonic() - started)))
     finally:
         lock.release()
+
+
+class _PassFailures:
+    """A pass that fails as a whole (say, an accounting command that raises) is logged with its
+    traceback once per cause, then once every :data:`REPEAT_LOG` seconds while it goes on, and once
+    more when a pass works again: the log never fills with the same traceback."""
+
+    REPEAT_LOG = 600.0
+
+    def __init__(self) -> None:
+        self.cause = ""
+        self.count = 0
+        self.logged = 0.0
+
+    def failed(self, error: Exception) -> None:
+        cause = _cause(error)
+        self.count += 1
+        if cause != self.cause:
+            self.cause, self.logged = cause, time.monotonic()
+            log.error("monitor pass failed: %s", cause, exc_info=error)
+        elif time.monotonic() - self.logged >= self.REPEAT_LOG:
+            self.logged = time.monotonic()
+            log.error("monitor passes still failing (%d in a row): %s", self.count, cause)
+
+    def ok(self) -> None:
+        if self.count:
+            log.info("monitor passes work again after %d failed", self.count)
+        self.cause, self.count = "", 0
 
 
 # ---------------------------------------------------------------------------

@@ -208,3 +208,18 @@ def test_a_record_that_cannot_be_read_is_no_longer_followed(site, caplog):
     assert db.read(good).state is GramState.DONE
     assert bad in memo.given_up
     assert sum("monitoring of grid job" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_failing_pass_logs_its_traceback_once_per_cause(caplog):
+    failing = monitor._PassFailures()
+    with caplog.at_level(logging.INFO, logger="jim.monitor"):
+        for _ in range(20):
+            failing.failed(OSError("sacct: connection refused"))
+        failing.failed(ValueError("bad answer"))
+        failing.ok()
+        failing.ok()
+    tracebacks = [r for r in caplog.records if r.exc_info]
+    assert [str(r.exc_info[1]) for r in tracebacks] == ["sacct: connection refused", "bad answer"]
+    assert [r.getMessage() for r in caplog.records if "work again" in r.getMessage()] == [
+        "monitor passes work again after 21 failed"
+    ]

@@ -15,16 +15,26 @@
 
 A second cancel, or one of a grid job that has ended, only makes sure its
 outputs are gathered.
+
+``jim kill ID.k`` (:func:`kill`, Ganga's ``j.k`` ids; ``ID.3-7,12`` for several)
+stops some local jobs of a grid job that has not ended, the same way: the
+worker is stopped first (it is started again by the next poll for the local
+jobs still to submit), the chosen local jobs that may be in the batch system
+are cancelled, and each ends CANCELLED, with who asked, unless its wrapper
+says it had ended well.  The grid job goes on with the others; its failure
+policy counts the killed ones as failed.
 """
 
 from __future__ import annotations
 
+import getpass
 import time
 
 from jim import background, journal, localfiles, seg
 from jim.adapters import get_adapter
 from jim.config import Config
 from jim.db import Database, GridJob
+from jim.errors import JimError
 from jim.log import for_job
 from jim.outputs import finalize
 from jim.paths import Home
@@ -60,13 +70,73 @@ def cancel(config: Config, job_id: str) -> GramState:
     return job.state
 
 
-def _stop_local_jobs(config: Config, home: Home, job: GridJob) -> dict[int, str]:
-    """Cancel every local job that may be in the batch system; index -> batch id of those."""
+#: Local jobs one ``jim kill`` may name (a range is unfolded before the grid job is read).
+MAX_SELECTED = 1_000_000
+
+
+def parse_selection(text: str) -> tuple[str, list[int]]:
+    """``ID.k`` or ``ID.3-7,12`` -> (grid job id, local job indices); :class:`JimError` (46) otherwise."""
+    from jim.errors import GramError  # (lazy: only to name the error)
+    from jim.ranges import parse_array_spec  # (lazy: only jim kill)
+
+    job_id, dot, spec = text.partition(".")
+    indices = parse_array_spec(spec) if dot and spec and "%" not in spec and ":" not in spec else None
+    if indices is None or len(indices) > MAX_SELECTED:
+        raise JimError(
+            f"{text[:200]!r} does not name local jobs: write ID.k, ID.3-7 or ID.3-7,12",
+            gram_error=GramError.BAD_ARGUMENTS,
+        )
+    return job_id, sorted(set(indices))
+
+
+def kill(config: Config, job_id: str, indices: list[int], who: str | None = None) -> dict[int, LocalState]:
+    """Stop the local jobs ``indices`` of a grid job that has not ended; index -> each one's state after.
+
+    Refused (:class:`JimError`) when the grid job has ended, is being cancelled, or has no such local
+    job; a chosen local job that has already ended is left as it is."""
+    home = Home(config.home)
+    db = Database(home, config.deadlines.lock)
+    log = for_job("jim.cancel", job_id)
+    who = who or getpass.getuser()
+    mff = config.site.max_failed_fraction
+    job = db.read(home.check_id(job_id))
+    if job.state.terminal or job.cancel_requested:
+        why = job.state.name if job.state.terminal else "being cancelled"
+        raise JimError(f"grid job {job_id} is {why}: its local jobs can no longer be killed")
+    known = {lj.index for lj in job.local_jobs()}
+    missing = [k for k in indices if k not in known]
+    if missing:
+        raise JimError(f"grid job {job_id} has no local job {missing[0]} (its local jobs are 0-{len(known) - 1})")
+    log.info("%s kills local jobs %s of grid job %s", who, ",".join(map(str, indices)), job_id)
+    chosen = set(indices)
+    with db.update(job_id) as rec:  # (first: the monitor then records their ends as kills too)
+        for lj in rec.local_jobs():
+            if lj.index in chosen and not lj.state.terminal:
+                lj.set("killedBy", who)
+    background.stop_worker(home.root, job_id)
+    batch_ids = _stop_local_jobs(config, home, db.read(job_id), only=chosen)
+    with db.update(job_id) as rec:
+        _record_ends(home, rec, batch_ids, only=chosen, reason=f"killed by {who}")
+        rec.recompute(max_failed_fraction=mff)
+    job = db.read(job_id)
+    if job.state.terminal:
+        finalize(db, job_id, max_failed_fraction=mff)
+        job = db.read(job_id)
+        seg.emit(job)
+    return {lj.index: lj.state for lj in job.local_jobs() if lj.index in chosen}
+
+
+def _stop_local_jobs(config: Config, home: Home, job: GridJob, only: set[int] | None = None) -> dict[int, str]:
+    """Cancel every local job (of ``only``) that may be in the batch system; index -> batch id of those."""
     adapter = get_adapter(config, home)
+    local_jobs = [lj for lj in job.local_jobs() if only is None or lj.index in only]
     unsure = journal.in_flight(job, journal.read(home.job_dir(job.id)))
+    if only is not None:
+        mine = {lj.tag for lj in local_jobs}
+        unsure = [tag for tag in unsure if tag in mine]
     found = adapter.reconcile(job.id, unsure) if unsure else {}
-    batch_ids = {lj.index: lj.batch_id for lj in job.local_jobs() if not lj.state.terminal and lj.batch_id}
-    batch_ids.update((lj.index, found[lj.tag]) for lj in job.local_jobs() if lj.tag in found)
+    batch_ids = {lj.index: lj.batch_id for lj in local_jobs if not lj.state.terminal and lj.batch_id}
+    batch_ids.update((lj.index, found[lj.tag]) for lj in local_jobs if lj.tag in found)
     grace = config.deadlines.cancel_grace
     if not batch_ids:
         return batch_ids
@@ -79,10 +149,12 @@ def _stop_local_jobs(config: Config, home: Home, job: GridJob) -> dict[int, str]
     return batch_ids
 
 
-def _record_ends(home: Home, rec: GridJob, batch_ids: dict[int, str]) -> None:
-    """Every local job that has not ended: DONE if its wrapper says it ended well, else CANCELLED."""
+def _record_ends(
+    home: Home, rec: GridJob, batch_ids: dict[int, str], only: set[int] | None = None, reason: str = "cancelled"
+) -> None:
+    """Every local job (of ``only``) that has not ended: DONE if its wrapper says it ended well, else CANCELLED."""
     for lj in rec.local_jobs():
-        if lj.state.terminal:
+        if lj.state.terminal or (only is not None and lj.index not in only):
             continue
         submitted = lj.index in batch_ids
         if submitted and not lj.batch_id:
@@ -95,5 +167,5 @@ def _record_ends(home: Home, rec: GridJob, batch_ids: dict[int, str]) -> None:
                 LocalState.CANCELLED,
                 evidence=Evidence.CANCEL,
                 exit_code=ec.code if ec else None,
-                reason="cancelled" + ("" if submitted else " before it was submitted"),
+                reason=reason + ("" if submitted else " before it was submitted"),
             )

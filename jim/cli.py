@@ -48,6 +48,7 @@ protocol commands (stdout is KEY=VALUE lines only):
 
 commands for people:
   status ID [--json]        grid state, plan, every local job
+  kill ID.k                 stop some local jobs of a running grid job (ID.3-7,12 for several)
   list [--state S] [--json] grid jobs, newest first
   plan --dry-run (--rsl|--description|--jdl) [--json]   the plan, without recording anything
   handlers                  installed job types
@@ -216,6 +217,7 @@ def _parser(only: str | None = None) -> Any:
         "submit",
         "poll",
         "cancel",
+        "kill",
         "status",
         "list",
         "plan",
@@ -261,6 +263,9 @@ def _parser(only: str | None = None) -> Any:
         sp = sub.add_parser("cancel", help="stop every local job of a grid job")
         sp.add_argument("--job-id", required=True)
         sp.add_argument("--description", help=argparse.SUPPRESS)
+    if want("kill"):
+        sp = sub.add_parser("kill", help="stop some local jobs of a running grid job: ID.k, ID.3-7,12")
+        sp.add_argument("selection", metavar="ID.k", help="the grid job id, a dot, local job indices (3, 3-7, 3-7,12)")
     if want("status"):
         sp = sub.add_parser("status", help="a grid job in detail")
         sp.add_argument("job_id", metavar="ID")
@@ -448,6 +453,15 @@ def cmd_cancel(config: Config, args: Any, out: _Protocol) -> int:
     return 0
 
 
+def cmd_kill(config: Config, args: Any, out: None) -> int:
+    from jim.cancel import kill, parse_selection  # (lazy: not poll's)
+
+    job_id, indices = parse_selection(args.selection)
+    for index, state in kill(config, job_id, indices).items():
+        print(f"{job_id}.{index} {state.name}")
+    return 0
+
+
 def cmd_status(config: Config, args: Any, out: None) -> int:
     from jim.db import Database  # (lazy: not poll's)
     from jim.paths import Home  # (lazy: not poll's)
@@ -549,6 +563,7 @@ COMMANDS: dict[str, Callable[[Config, Any, Any], int]] = {
     "submit": cmd_submit,
     "poll": cmd_poll,
     "cancel": cmd_cancel,
+    "kill": cmd_kill,
     "status": cmd_status,
     "list": cmd_list,
     "plan": cmd_plan,

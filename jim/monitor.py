@@ -451,6 +451,7 @@ def apply_local(
         merge_reports(lj, local_dir, now)
     if lj.state.terminal or not lj.batch_id or not result.ok:
         return
+    cancelled = cancelled or "killedBy" in lj.el.attrib  # (jim kill ID.k: this one is being cancelled)
     status = result.lookup(lj.batch_id)
     if status is not None and status.tag and status.tag != lj.tag:
         status = None  # the id now belongs to another job: ours is absent
@@ -515,7 +516,9 @@ def _terminal_from_exit_file(lj: LocalJob, ec: localfiles.ExitFile, cancelled: b
     elif cancelled:
         # the grid job is being cancelled: however the batch system stopped this local job
         # (a signal to the wrapper, or to the job's processes directly), it was cancelled
-        lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=ec.code, reason="cancelled")
+        killed_by = lj.el.get("killedBy")
+        reason = f"killed by {killed_by}" if killed_by else "cancelled"
+        lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=ec.code, reason=reason)
     else:
         lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=ec.code or 1, reason=ec.reason)
 

@@ -70,7 +70,7 @@ from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.paths import Home
 from jim.ranges import runs
-from jim.states import Evidence, LocalState
+from jim.states import EndCause, Evidence, LocalState
 
 if TYPE_CHECKING:
     import subprocess
@@ -157,6 +157,10 @@ class BatchStatus:
     a status whose tag differs from the local job's is someone else's (a reused id)."""
     submitted: float | None = None
     """When the batch system says the job was submitted (epoch), if it says."""
+    cause: EndCause | None = None
+    """Why it ended, when the batch system says so clearly (a node failure, a preemption, its
+    wall-time limit...; see :class:`jim.states.EndCause`); None otherwise.  Only ever set with a
+    terminal (or, for a launch failure, held) state, and never changes the state."""
 
     def to_json(self) -> list[Any]:
         return [
@@ -168,11 +172,14 @@ class BatchStatus:
             self.host,
             self.tag,
             self.submitted,
+            self.cause.value if self.cause is not None else None,
         ]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> BatchStatus:
-        return cls(LocalState(v[0]), v[1], v[2], v[3], Evidence(v[4]), v[5], v[6], v[7])
+        # (an answer cached before causes were recorded has eight fields)
+        cause = EndCause(v[8]) if len(v) > 8 and v[8] is not None else None
+        return cls(LocalState(v[0]), v[1], v[2], v[3], Evidence(v[4]), v[5], v[6], v[7], cause)
 
 
 @dataclass

@@ -10,6 +10,10 @@
   whose name is not jim's tag are ignored.
 * **cancel**: ``scancel`` of whole arrays, or of their tasks.
 * **find by tag**: ``squeue``, then ``sacct`` of the last week, by job name.
+* **why a job ended** (:data:`STATE_CAUSES`, :data:`LAUNCH_FAILURE_REASONS`): NODE_FAIL,
+  BOOT_FAIL, PREEMPTED and a launch failure are the site's; TIMEOUT, DEADLINE and
+  OUT_OF_MEMORY the job's own.  jim submits with ``--no-requeue`` (unless ``requeue = true``):
+  a job hit by a node failure ends, and says so, rather than running a second time.
 
 Native states: https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES
 """
@@ -27,7 +31,7 @@ from pathlib import Path
 from jim.adapters.base import AdapterOptions, BatchStatus, CommandAdapter, SubmitChunk, parse_tag_name, tag_name
 from jim.errors import QueryError
 from jim.ranges import array_spec, parse_array_spec
-from jim.states import Evidence, LocalState
+from jim.states import EndCause, Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
 
@@ -64,6 +68,33 @@ STATE_MAP: dict[str, LocalState] = {
     "REVOKED": LocalState.CANCELLED,  # federation: the sibling ran elsewhere
 }
 _HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "launch failed requeued held")
+
+#: Slurm end states that say why a job ended (the names of job_state_string(),
+#: src/common/slurm_protocol_defs.c; https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES).
+#: The first three are the site's: a node that failed or could not boot, a job preempted (jim
+#: submits --no-requeue, so a preempted job ends); the others are the job's own limits.
+STATE_CAUSES: dict[str, EndCause] = {
+    "NODE_FAIL": EndCause.NODE_FAIL,
+    "BOOT_FAIL": EndCause.BOOT_FAIL,
+    "PREEMPTED": EndCause.PREEMPTED,
+    "TIMEOUT": EndCause.TIMEOUT,
+    "DEADLINE": EndCause.DEADLINE,
+    "OUT_OF_MEMORY": EndCause.OUT_OF_MEMORY,
+}
+#: squeue reasons (``%r``) that say the job could not be started on its node, whatever its state:
+#: FAIL_LAUNCH's name "JobLaunchFailure" (src/common/job_state_reason.c), and the description
+#: slurmctld gives a batch job requeued held after a launch or prolog failure, "launch failed
+#: requeued held" (src/slurmctld/job_mgr.c).  Compared by prefix, ignoring case.
+LAUNCH_FAILURE_REASONS = ("joblaunchfailure", "launch failed")
+
+
+def end_cause(state: str, reason: str | None = None) -> EndCause | None:
+    """Why a job in Slurm ``state`` (first word counts) with squeue ``reason`` ended, if Slurm says."""
+    cause = STATE_CAUSES.get(state.split()[0] if state else "")
+    if cause is None and reason and reason.lower().startswith(LAUNCH_FAILURE_REASONS):
+        cause = EndCause.LAUNCH_FAILED
+    return cause
+
 
 #: Failures a retry may cure: the controller is down, slow or restarting.
 TRANSIENT_ERRORS = (
@@ -133,8 +164,14 @@ def parse_squeue(text: str) -> dict[str, BatchStatus]:
             continue
         if jim_state is LocalState.QUEUED and reason in _HELD_REASONS:
             jim_state = LocalState.HELD
+        cause = end_cause(state, reason) if jim_state.terminal or jim_state is LocalState.HELD else None
         out[bid] = BatchStatus(
-            jim_state, reason=None if reason == "None" else reason, native=state, evidence=Evidence.BATCH, tag=tag
+            jim_state,
+            reason=None if reason == "None" else reason,
+            native=state,
+            evidence=Evidence.BATCH,
+            tag=tag,
+            cause=cause,
         )
     return out
 
@@ -203,6 +240,7 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[st
                         evidence=Evidence.ACCOUNTING,
                         tag=f"{tag[0]}.{tag[1] + t}",
                         submitted=_slurm_time(submit),
+                        cause=end_cause(state) if jim_state.terminal else None,
                     ),
                 )
             )

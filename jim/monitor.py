@@ -544,6 +544,8 @@ def _terminal_from_record(lj: LocalJob, st: BatchStatus) -> None:
     reason = st.native or st.reason
     if st.reason and st.reason not in ("None", st.native) and st.evidence is Evidence.BATCH:
         reason = f"{st.native} ({st.reason})" if st.native else st.reason
+    if st.cause is not None:  # why it ended, when the batch system says: "...; node failure (NODE_FAIL)"
+        reason = f"{reason}; {st.cause.describe()}" if reason else st.cause.describe()
     lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=reason)
 
 

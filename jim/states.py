@@ -133,6 +133,61 @@ class Evidence(str, enum.Enum):
     CREATION = "creation"  # refused when the plan was made
 
 
+class EndCause(str, enum.Enum):
+    """Why the batch system says a local job ended, when it says: the site's fault or the job's own.
+
+    Carried by a terminal batch status (:class:`jim.adapters.base.BatchStatus`) and written
+    into the local job's reason; it never changes the state the job ends in.  Each adapter maps
+    its own codes to these (Slurm states and reasons, Grid Engine ``failed`` codes, PBS negative
+    exit statuses); a code that says nothing clear gives no cause.
+    """
+
+    NODE_FAIL = "NODE_FAIL"
+    """The node it ran on failed (or its batch daemon was lost)."""
+    PREEMPTED = "PREEMPTED"
+    """Stopped to make room for other work."""
+    BOOT_FAIL = "BOOT_FAIL"
+    """Its node could not be booted or readied."""
+    LAUNCH_FAILED = "LAUNCH_FAILED"
+    """The batch system could not start it on the node (prolog, shepherd, daemon failure)."""
+    TIMEOUT = "TIMEOUT"
+    """It reached its wall-time limit (the job's own)."""
+    DEADLINE = "DEADLINE"
+    """Its deadline passed (the job's own)."""
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    """It used more memory than it was given (the job's own)."""
+
+    @property
+    def words(self) -> str:
+        """A few words for a person: ``node failure``."""
+        return _CAUSE_WORDS[self._value_]
+
+    def describe(self) -> str:
+        """``node failure (NODE_FAIL)``: what the local job's reason gets."""
+        return f"{self.words} ({self._value_})"
+
+
+_CAUSE_WORDS = {
+    "NODE_FAIL": "node failure",
+    "PREEMPTED": "preempted",
+    "BOOT_FAIL": "node boot failure",
+    "LAUNCH_FAILED": "launch failure",
+    "TIMEOUT": "wall-time limit reached",
+    "DEADLINE": "deadline passed",
+    "OUT_OF_MEMORY": "out of memory",
+}
+_SITE_FAULTS = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "LAUNCH_FAILED"})
+
+
+def site_fault(cause: EndCause | str | None) -> bool:
+    """True when a local job that ended for ``cause`` ended through no fault of its own (the
+    node, the batch system or another job's priority): a cause worth another try.  False for the
+    job's own causes (time, deadline, memory), for no cause, and for a string that names none."""
+    if cause is None:
+        return False
+    return (cause.value if isinstance(cause, EndCause) else str(cause)) in _SITE_FAULTS
+
+
 class GramState(enum.IntEnum):
     """GRAM job states with their protocol numbers (globus_gram_protocol_constants.h)."""
 

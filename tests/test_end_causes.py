@@ -1,0 +1,230 @@
+"""Why a local job ended, as the batch system says it (:class:`jim.states.EndCause`): the site's
+fault (node failure, preemption, boot or launch failure) or the job's own (time, deadline,
+memory).  Parsers on recorded outputs (tests/data) and on lines written in the exact format of
+those recordings for what the test systems cannot stage; the monitor's reason text; and the fake
+Slurm's node failure through the real CLI.  The cause never changes the state a job ends in.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from jim.adapters.base import BatchStatus, LocalJobSpec, QueryResult, SubmitChunk
+from jim.adapters.slurm import STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
+from jim.db import Database, new_record, validate
+from jim.jobid import new_job_id
+from jim.monitor import apply_local
+from jim.paths import Home
+from jim.states import EndCause, Evidence, LocalState, site_fault
+
+DATA = Path(__file__).parent / "data"
+G = "20261122-070000-abcdef01"
+
+
+def slurm_recorded(name: str) -> str:
+    """A recording of tests/data/slurm, its ``jim-rec-mix`` array named like jim's (local jobs 100...)."""
+    return (DATA / "slurm" / f"{name}.out").read_text().replace("jim-rec-mix", tag_name(G, 100))
+
+
+def one_line(text: str, prefix: str) -> str:
+    (line,) = [ln for ln in text.splitlines() if ln.startswith(prefix)]
+    return line
+
+
+# -- the causes --------------------------------------------------------------------
+
+
+def test_site_fault_is_true_for_the_sites_causes_only():
+    assert {c for c in EndCause if site_fault(c)} == {
+        EndCause.NODE_FAIL,
+        EndCause.PREEMPTED,
+        EndCause.BOOT_FAIL,
+        EndCause.LAUNCH_FAILED,
+    }
+    assert not site_fault(None) and not site_fault("") and not site_fault("COMPLETED")
+    assert site_fault("NODE_FAIL") and not site_fault("TIMEOUT")  # the stored text works too
+    assert EndCause.NODE_FAIL.describe() == "node failure (NODE_FAIL)"
+    assert all(c.words and c.describe().endswith(f"({c.value})") for c in EndCause)
+
+
+def test_batch_status_keeps_its_cause_through_the_shared_cache():
+    st = BatchStatus(LocalState.FAILED, None, "NodeDown", "NODE_FAIL", cause=EndCause.NODE_FAIL)
+    assert BatchStatus.from_json(json.loads(json.dumps(st.to_json()))) == st
+    assert BatchStatus.from_json(BatchStatus(LocalState.DONE).to_json()).cause is None
+    old = BatchStatus(LocalState.FAILED, 3).to_json()[:8]  # an answer cached before causes were recorded
+    assert BatchStatus.from_json(old) == BatchStatus(LocalState.FAILED, 3)
+
+
+# -- Slurm -------------------------------------------------------------------------
+
+
+def test_slurm_recorded_outputs_have_no_cause():
+    """The recorded jobs ended COMPLETED, FAILED (exit 3) or CANCELLED: none says why beyond that."""
+    for name in ("squeue-mix", "squeue-mix-final", "squeue-mix-cancelled"):
+        assert all(st.cause is None for st in parse_squeue(slurm_recorded(name)).values()), name
+    for name in ("sacct-mix-final", "sacct-mix-purged", "sacct-mix-live"):
+        assert all(st.cause is None for st in parse_sacct(slurm_recorded(name)).values()), name
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "cause"),
+    [
+        ("NODE_FAIL", "NodeDown", EndCause.NODE_FAIL),
+        ("BOOT_FAIL", "None", EndCause.BOOT_FAIL),
+        ("PREEMPTED", "None", EndCause.PREEMPTED),
+        ("TIMEOUT", "TimeLimit", EndCause.TIMEOUT),
+        ("DEADLINE", "DeadLine", EndCause.DEADLINE),
+        ("OUT_OF_MEMORY", "OutOfMemory", EndCause.OUT_OF_MEMORY),
+        ("FAILED", "JobLaunchFailure", EndCause.LAUNCH_FAILED),
+        ("FAILED", "NonZeroExitCode", None),
+        ("CANCELLED", "None", None),
+        ("COMPLETED", "None", None),
+    ],
+)
+def test_slurm_squeue_end_states_give_their_cause(state, reason, cause):
+    # the recorded line of task 1 (FAILED|NonZeroExitCode), in the state a test cluster cannot stage
+    line = one_line(slurm_recorded("squeue-mix-final"), "15_1|")
+    st = parse_squeue(line.replace("|FAILED|NonZeroExitCode|", f"|{state}|{reason}|"))["15_1"]
+    assert st.state is STATE_MAP[state]  # the state is what it always was
+    assert st.cause is cause
+    assert st.state.terminal
+
+
+def test_slurm_launch_failure_held_by_slurm_says_so():
+    """A batch job whose launch (prolog) failed is requeued held by slurmctld: HELD, cause LAUNCH_FAILED."""
+    line = one_line(slurm_recorded("squeue-mix"), "15_5|")  # 15_5|15|15|5|PENDING|JobArrayTaskLimit|...
+    st = parse_squeue(line.replace("|JobArrayTaskLimit|", "|launch failed requeued held|"))["15_5"]
+    assert st.state is LocalState.HELD and st.cause is EndCause.LAUNCH_FAILED
+    queued = parse_squeue(line)["15_5"]
+    assert queued.state is LocalState.QUEUED and queued.cause is None
+    running = parse_squeue(line.replace("|PENDING|JobArrayTaskLimit|", "|RUNNING|JobLaunchFailure|"))["15_5"]
+    assert running.state is LocalState.RUNNING and running.cause is None  # running: no end, no cause
+
+
+@pytest.mark.parametrize(
+    ("state", "exitcode", "cause"),
+    [
+        ("NODE_FAIL", "0:0", EndCause.NODE_FAIL),
+        ("BOOT_FAIL", "0:0", EndCause.BOOT_FAIL),
+        ("PREEMPTED", "0:15", EndCause.PREEMPTED),
+        ("TIMEOUT", "0:0", EndCause.TIMEOUT),
+        ("DEADLINE", "0:0", EndCause.DEADLINE),
+        ("OUT_OF_MEMORY", "0:125", EndCause.OUT_OF_MEMORY),
+        ("CANCELLED by 0", "0:0", None),
+        ("FAILED", "3:0", None),
+    ],
+)
+def test_slurm_sacct_end_states_give_their_cause(state, exitcode, cause):
+    line = one_line(slurm_recorded("sacct-mix-final"), "15_1|")  # 15_1|20|FAILED|3:0|...
+    st = parse_sacct(line.replace("|FAILED|3:0|", f"|{state}|{exitcode}|"))["15_1"]
+    assert st.state is STATE_MAP[state.split()[0]] and st.evidence is Evidence.ACCOUNTING
+    assert st.cause is cause
+
+
+def test_slurm_end_cause_table():
+    assert end_cause("NODE_FAIL") is EndCause.NODE_FAIL
+    assert end_cause("CANCELLED by 0", "launch failed") is EndCause.LAUNCH_FAILED
+    assert end_cause("PENDING", "JobHeldUser") is None and end_cause("", None) is None
+
+
+def test_slurm_submits_with_no_requeue_by_default(tmp_path):
+    argv = SlurmAdapter(Home(tmp_path).ensure(), {"max_array_size": 1001}).submit_argv(
+        _chunk(tmp_path), [0, 1], tmp_path / "s.sh"
+    )
+    assert "--no-requeue" in argv
+    argv = SlurmAdapter(Home(tmp_path / "r").ensure(), {"max_array_size": 1001, "requeue": True}).submit_argv(
+        _chunk(tmp_path), [0, 1], tmp_path / "s.sh"
+    )
+    assert "--no-requeue" not in argv
+
+
+def _chunk(tmp_path):
+    return SubmitChunk(
+        G,
+        [LocalJobSpec(k, f"{G}.{k}") for k in (0, 1)],
+        job_dir=tmp_path,
+        wrapper=tmp_path / "wrapper.py",
+        sandbox=tmp_path / "sandbox.tar.gz",
+        outroot=tmp_path / "local",
+    )
+
+
+# -- the monitor ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def record(tmp_path):
+    db = Database(Home(tmp_path / "h"))
+    job_id = new_job_id()
+    db.create(
+        new_record(
+            job_id,
+            jobtype="generic",
+            name="t",
+            owner="u",
+            adapter="slurm",
+            description={},
+            source_format="json",
+            source_text="{}",
+            plan={"localJobs": 1, "binding": "count"},
+            explanation="",
+            slices=[{}],
+        )
+    )
+    with db.update(job_id) as job:
+        lj = job.local(0)
+        lj.set_state(LocalState.SUBMITTING, at=time.time() - 100)
+        lj.batch_id = "77_0"
+        lj.set_state(LocalState.QUEUED, at=time.time() - 90)
+    return db, job_id
+
+
+def _apply(db, job_id, tmp_path, status=None, accounting=None):
+    d = tmp_path / "local0"
+    d.mkdir(exist_ok=True)
+    statuses = {"77_0": status} if status is not None else {}
+    with db.update(job_id) as job:
+        lj = job.local(0)
+        result = QueryResult(ok=True, statuses=statuses)
+        apply_local(lj, d, result, accounting or {}, now=time.time(), lost_grace=60, cancelled=False)
+    return db.read(job_id).local(0)
+
+
+def test_monitor_writes_the_cause_into_the_reason_of_a_batch_end(record, tmp_path):
+    db, job_id = record
+    st = BatchStatus(LocalState.FAILED, None, "NodeDown", "NODE_FAIL", Evidence.BATCH, cause=EndCause.NODE_FAIL)
+    lj = _apply(db, job_id, tmp_path, status=st)
+    assert lj.state is LocalState.FAILED and lj.evidence == "batch"  # the state it always ended in
+    assert lj.get("reason") == "NODE_FAIL (NodeDown); node failure (NODE_FAIL)"
+    assert validate(db.home.record(job_id)) == []
+
+
+def test_monitor_writes_the_cause_of_an_accounting_record(record, tmp_path):
+    db, job_id = record
+    acct = BatchStatus(LocalState.FAILED, 0, "TIMEOUT", "TIMEOUT", Evidence.ACCOUNTING, cause=EndCause.TIMEOUT)
+    lj = _apply(db, job_id, tmp_path, accounting={"77_0": acct})
+    assert lj.state is LocalState.FAILED and lj.evidence == "accounting"
+    assert lj.get("reason") == "TIMEOUT; wall-time limit reached (TIMEOUT)"
+    assert validate(db.home.record(job_id)) == []
+
+
+def test_monitor_without_a_cause_writes_the_reason_it_always_wrote(record, tmp_path):
+    db, job_id = record
+    st = BatchStatus(LocalState.FAILED, 3, "NonZeroExitCode", "FAILED", Evidence.BATCH)
+    lj = _apply(db, job_id, tmp_path, status=st)
+    assert lj.get("reason") == "FAILED (NonZeroExitCode)" and lj.exit_code == 3
+
+
+def test_the_exit_file_still_wins_over_a_cause(record, tmp_path):
+    """A job whose wrapper wrote its exit code ended by its own account, whatever the batch system adds."""
+    db, job_id = record
+    (tmp_path / "local0").mkdir()
+    (tmp_path / "local0" / "exit_code").write_text("0\n")
+    st = BatchStatus(LocalState.FAILED, None, None, "NODE_FAIL", Evidence.BATCH, cause=EndCause.NODE_FAIL)
+    lj = _apply(db, job_id, tmp_path, status=st)
+    assert lj.state is LocalState.DONE and lj.evidence == "wrapper-exit-file"
+    assert "NODE_FAIL" not in (lj.get("reason") or "")

@@ -46,3 +46,18 @@ def unix_users(_unix_users_ready):
     for u in (users.alice, users.bob):
         u.kill_all()
         u.clean()
+
+
+@pytest.fixture(scope="session")
+def _slurm_cluster_session(request):
+    from support.slurm_cluster import session_cluster  # (lazy: only the slurm_cluster tests need it)
+
+    yield from session_cluster(request.config.getoption("markexpr", ""))
+
+
+@pytest.fixture
+def slurm_cluster(_slurm_cluster_session):
+    """The multi-node test Slurm (tests/support/slurm_cluster.py); all its nodes are up again after the test."""
+    with _slurm_cluster_session.lock():
+        yield _slurm_cluster_session
+        _slurm_cluster_session.revive_all()

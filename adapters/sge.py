@@ -33,7 +33,8 @@ The commands are found on ``PATH`` (a site's ``$SGE_ROOT/$SGE_CELL/common/settin
 puts ``$SGE_ROOT/bin/<arch>`` there); ``SGE_ROOT``, ``SGE_CELL`` and, where
 used, ``SGE_QMASTER_PORT``/``SGE_EXECD_PORT`` come from the environment.
 
-Native states: sge_status(5), qstat(1); "failed" codes of qacct: sge_status(5).
+Native states: sge_status(5), qstat(1); "failed" codes of qacct: sge_status(5), and why a
+task ended (:data:`FAILED_CAUSES`): a launch failure (the site's), or qmaster's h_rt kill.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from jim.adapters.base import (
 )
 from jim.errors import QueryError, SubmitError
 from jim.ranges import array_spec, parse_array_spec
-from jim.states import Evidence, LocalState
+from jim.states import EndCause, Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
 
@@ -133,6 +134,39 @@ _ERROR_REASON = (
 
 #: qacct "failed" codes after which the job is back in the queue (not an end).
 FAILED_REQUEUED = {25}  # "rescheduling": the run exited 99 (or was rescheduled by an admin)
+
+#: qacct "failed" codes that say why a task ended: the shepherd's SSTATE_* codes (Grid Engine's
+#: source/common/execution_states.h; the "failed" table of sge_status(5), sge_diagnostics(1)).
+#: Every code up to 11 and 26-29, 38 means Grid Engine could not start the job on its host:
+#: execd or the shepherd failed, or the prolog, the PE start, the output file, the shell, the
+#: working directory, AFS or the group id did (for jim's jobs these are jim's own paths and
+#: the site's setup, not the job's doing).  37 is qmaster killing a job past its h_rt (its own
+#: wall time).  Left out, saying nothing clear: 12-16 (the job ran; pe_stop, epilog or a
+#: processor set failed after it), 17-21 (the shepherd died or lost track: how is unknown),
+#: 22 ("removed manually": qdel -f of a job its execd lost), 24/25 (migrated, rescheduled: no
+#: end), 30 (exit 100: jim's wrapper never exits so), 100 ("assumedly after job": killed by a
+#: signal, from qdel, an execd-enforced limit or anything else).  Grid Engine has no job state
+#: for a node failure: a job on a host gone unknown stays "r" until reschedule_unknown requeues
+#: it (failed 25: no end) or an admin deletes it.
+FAILED_CAUSES: dict[int, EndCause] = {
+    1: EndCause.LAUNCH_FAILED,  # assumedly before job (execd could not start it)
+    2: EndCause.LAUNCH_FAILED,  # on executing shepherd
+    3: EndCause.LAUNCH_FAILED,  # before writing config
+    4: EndCause.LAUNCH_FAILED,  # before writing pid
+    5: EndCause.LAUNCH_FAILED,  # on reading config file
+    6: EndCause.LAUNCH_FAILED,  # setting processor set
+    7: EndCause.LAUNCH_FAILED,  # before prolog
+    8: EndCause.LAUNCH_FAILED,  # in prolog
+    9: EndCause.LAUNCH_FAILED,  # before pestart
+    10: EndCause.LAUNCH_FAILED,  # in pestart
+    11: EndCause.LAUNCH_FAILED,  # before job
+    26: EndCause.LAUNCH_FAILED,  # opening input/output file
+    27: EndCause.LAUNCH_FAILED,  # searching requested shell
+    28: EndCause.LAUNCH_FAILED,  # changing into working directory
+    29: EndCause.LAUNCH_FAILED,  # setting up AFS credentials
+    38: EndCause.LAUNCH_FAILED,  # setting the additional group id
+    37: EndCause.TIMEOUT,  # qmaster enforced h_rt limit
+}
 
 #: Failures that a retry may cure: sge_qmaster down, slow or restarting, or the user's job limit.
 TRANSIENT_ERRORS = (
@@ -247,15 +281,18 @@ def parse_qstat(xml: str | bytes) -> dict[str, BatchStatus]:
         if state is None:
             log.warning("unknown Grid Engine state %r for %s: left out of the answer", native, bid)
             continue
-        reason = None
+        reason, cause = None, None
         if state is LocalState.HELD:
             job = bid.partition(".")[0]
             reason = _ERROR_REASON.format(native=native, job=job) if "E" in native else f"held ({native})"
+            # error state: Grid Engine could not start it (a job exiting 100 is the other way in,
+            # and jim's wrapper never exits 100: see reserved_exit_codes)
+            cause = EndCause.LAUNCH_FAILED if "E" in native else None
         elif state is LocalState.CANCELLED:
             reason = f"being deleted ({native}: qdel)"
         queue = f.get("queue_name")
         host = queue.partition("@")[2] or None if queue else None
-        out[bid] = BatchStatus(state, None, reason, native, Evidence.BATCH, host, tag)
+        out[bid] = BatchStatus(state, None, reason, native, Evidence.BATCH, host, tag, cause=cause)
     return out
 
 
@@ -334,7 +371,8 @@ def parse_qacct(text: str) -> dict[str, BatchStatus]:
         native = f"failed {failed}, exit_status {exit_status}"
         host, submitted = f.get("hostname") or None, _sge_time(f.get("qsub_time"))
         task_tag = f"{tag[0]}.{tag[1] + int(task) - 1}"
-        out[key] = BatchStatus(state, code, reason, native, Evidence.ACCOUNTING, host, task_tag, submitted)
+        cause = FAILED_CAUSES.get(failed)
+        out[key] = BatchStatus(state, code, reason, native, Evidence.ACCOUNTING, host, task_tag, submitted, cause)
     return out
 
 

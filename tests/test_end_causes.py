@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jim.adapters.base import BatchStatus, LocalJobSpec, QueryResult, SubmitChunk
+from jim.adapters.sge import FAILED_CAUSES, parse_qacct, parse_qstat
 from jim.adapters.slurm import STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
 from jim.db import Database, new_record, validate
 from jim.jobid import new_job_id
@@ -151,6 +152,65 @@ def _chunk(tmp_path):
         sandbox=tmp_path / "sandbox.tar.gz",
         outroot=tmp_path / "local",
     )
+
+
+# -- Grid Engine ---------------------------------------------------------------------
+
+
+def sge_recorded(name: str) -> str:
+    return (DATA / "sge" / f"{name}.out").read_text()
+
+
+def sge_job(role: str) -> str:
+    return json.loads((DATA / "sge" / "jobs.json").read_text())[role]["job"]
+
+
+def test_sge_recorded_accounting_causes():
+    badout = parse_qacct(sge_recorded("qacct-badout"))[f"{sge_job('badout')}.1"]  # failed 26: opening output
+    assert badout.state is LocalState.FAILED and badout.cause is EndCause.LAUNCH_FAILED
+    mix = parse_qacct(sge_recorded("qacct-mix"))
+    assert mix[f"{sge_job('mix')}.3"].native.startswith("failed 100,")  # qdel'd while running: no cause
+    assert all(st.cause is None for st in mix.values())  # exits 0 and 3, and that kill
+    special = parse_qacct(sge_recorded("qacct-special"))
+    assert all(st.cause is None for st in special.values())  # failed 30 (exit 100), a rerun's exit 0
+
+
+def _qacct_with(failed_line: str, exit_status: str = "0") -> str:
+    """The recorded failed-26 record, with another ``failed`` line in the same columns."""
+    text = sge_recorded("qacct-badout")
+    text = text.replace("failed       26  : opening input/output file", failed_line)
+    return text.replace("exit_status  0   ", f"exit_status  {exit_status:<4}")
+
+
+@pytest.mark.parametrize(
+    ("failed_line", "exit_status", "cause"),
+    [
+        ("failed       1   : assumedly before job", "0", EndCause.LAUNCH_FAILED),
+        ("failed       8   : in prolog", "0", EndCause.LAUNCH_FAILED),
+        ("failed       11  : before job", "0", EndCause.LAUNCH_FAILED),
+        ("failed       28  : changing into working directory", "0", EndCause.LAUNCH_FAILED),
+        ("failed       37  : qmaster enforced h_rt limit", "0", EndCause.TIMEOUT),
+        ("failed       15  : in epilog", "0", None),  # the job ran
+        ("failed       100 : assumedly after job", "137", None),  # a kill: whose is unknown
+        ("failed       0    ", "1", None),
+    ],
+)
+def test_sge_failed_codes_give_their_cause(failed_line, exit_status, cause):
+    st = parse_qacct(_qacct_with(failed_line, exit_status))[f"{sge_job('badout')}.1"]
+    assert st.cause is cause
+    assert st.state is LocalState.FAILED  # what it always was: failed != 0 or exit != 0
+
+
+def test_sge_failed_causes_are_launch_failures_or_h_rt():
+    assert set(FAILED_CAUSES.values()) == {EndCause.LAUNCH_FAILED, EndCause.TIMEOUT}
+    assert FAILED_CAUSES[37] is EndCause.TIMEOUT and 25 not in FAILED_CAUSES and 100 not in FAILED_CAUSES
+
+
+def test_sge_error_state_is_held_by_a_launch_failure():
+    st = parse_qstat(sge_recorded("qstat-mix"))
+    badout = st[f"{sge_job('badout')}.1"]  # Eqw: its output path could not be opened
+    assert badout.state is LocalState.HELD and badout.cause is EndCause.LAUNCH_FAILED
+    assert all(s.cause is None for s in st.values() if "E" not in s.native)
 
 
 # -- the monitor ---------------------------------------------------------------------

@@ -22,7 +22,10 @@ code.  ``[batch] flavour`` picks one; ``auto`` asks the installed commands
   (Torque's ``exit_status``, PBS Pro's ``Exit_status``).  Slurm's wrappers do
   not: such a job is reported *absent*, so that the wrapper's exit-code file
   decides (else LOST after the grace period): a finished job is never taken
-  as done on the batch system's word alone.
+  as done on the batch system's word alone.  A negative exit status is the server's or
+  MOM's, not the job's: per flavour (:data:`TORQUE_EXEC_CODES`, :data:`PBSPRO_EXEC_CODES`)
+  it says whether the job had started and why it ended (a launch or node failure, its own
+  memory or wall-time limit).
 * **accounting** (``qstat -x -f``): PBS Pro only (it shows finished jobs).
 * **cancel** (``qdel``): ids of jobs that already ended are not an error.
 * **find by tag** (``qstat -f``): by job name, finished jobs too.
@@ -49,7 +52,7 @@ from jim.adapters.base import AdapterOptions, BatchStatus, CommandAdapter, Submi
 from jim.errors import ConfigError, QueryError, SubmitError
 from jim.paths import Home
 from jim.ranges import array_spec
-from jim.states import Evidence, LocalState
+from jim.states import EndCause, Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
 
@@ -82,6 +85,58 @@ SLURM_WRAPPER_STATES: dict[str, LocalState | str] = {
     "C": ENDED,  # every end, whatever its exit status (which they never show)
     # no U: they print it for Slurm states they have no letter for (DEADLINE, OUT_OF_MEMORY, ...),
     # so such a job is skipped, and the exit-code file decides
+}
+
+
+#: A negative exit status (set by the server or MOM, never by the job): its name in the system's
+#: job.h, why the job ended (None: nothing clear), and whether the job had started.
+ExecCode = tuple[str, EndCause | None, bool]
+
+#: Torque's JOB_EXEC_* (src/include/pbs_job.h of Torque 4.2 to 6.1; before 4.2, -10 was any
+#: limit and -11, -12 did not exist).  A job that exceeded a limit on its own (memory, wall time)
+#: is its own fault; one whose MOM restarted under it (-4..-6, INITABT: "job aborted on MOM
+#: initialization") lost its node; one MOM could not start (-1..-3, -7, -9, -13) never ran.
+TORQUE_EXEC_CODES: dict[int, ExecCode] = {
+    -1: ("JOB_EXEC_FAIL1", EndCause.LAUNCH_FAILED, False),  # exec failed, before files, no retry
+    -2: ("JOB_EXEC_FAIL2", EndCause.LAUNCH_FAILED, False),  # exec failed, after files, no retry
+    -3: ("JOB_EXEC_RETRY", EndCause.LAUNCH_FAILED, False),  # exec failed, retry (ends when requeue is off)
+    -4: ("JOB_EXEC_INITABT", EndCause.NODE_FAIL, True),  # aborted on MOM initialization
+    -5: ("JOB_EXEC_INITRST", EndCause.NODE_FAIL, True),  # ... with a checkpoint, no migration
+    -6: ("JOB_EXEC_INITRMG", EndCause.NODE_FAIL, True),  # ... with a checkpoint, migration allowed
+    -7: ("JOB_EXEC_BADRESRT", EndCause.LAUNCH_FAILED, False),  # restart failed
+    -8: ("JOB_EXEC_CMDFAIL", None, False),  # exec() of the job's command failed
+    -9: ("JOB_EXEC_STDOUTFAIL", EndCause.LAUNCH_FAILED, False),  # could not create/open stdout/stderr
+    -10: ("JOB_EXEC_OVERLIMIT_MEM", EndCause.OUT_OF_MEMORY, True),
+    -11: ("JOB_EXEC_OVERLIMIT_WT", EndCause.TIMEOUT, True),
+    -12: ("JOB_EXEC_OVERLIMIT_CPUT", None, True),  # its CPU time: its own, but no wall time
+    -13: ("JOB_EXEC_RETRY_CGROUP", EndCause.LAUNCH_FAILED, False),  # its cgroups could not be made
+}
+#: PBS Pro / OpenPBS's JOB_EXEC_* (src/include/job.h): -1..-7 as Torque's, then its own numbers.
+#: Left without a cause: reruns and requeues (no end), hook decisions (the site's policy, not a
+#: failure), a missing Kerberos credential, the job's own CPU and CPU-time overuse.
+PBSPRO_EXEC_CODES: dict[int, ExecCode] = {
+    **{k: v for k, v in TORQUE_EXEC_CODES.items() if k >= -7},
+    -10: ("JOB_EXEC_FAILUID", EndCause.LAUNCH_FAILED, False),  # invalid uid/gid on the node
+    -11: ("JOB_EXEC_RERUN", None, True),
+    -12: ("JOB_EXEC_CHKP", None, True),
+    -13: ("JOB_EXEC_FAIL_PASSWORD", EndCause.LAUNCH_FAILED, False),
+    -14: ("JOB_EXEC_RERUN_SIS_FAIL", EndCause.NODE_FAIL, True),  # a sister node failed
+    -15: ("JOB_EXEC_QUERST", None, True),
+    -16: ("JOB_EXEC_FAILHOOK_RERUN", None, False),
+    -17: ("JOB_EXEC_FAILHOOK_DELETE", None, False),
+    -18: ("JOB_EXEC_HOOK_RERUN", None, True),
+    -19: ("JOB_EXEC_HOOK_DELETE", None, True),
+    -20: ("JOB_EXEC_RERUN_MS_FAIL", EndCause.NODE_FAIL, True),  # the mother superior's connection failed
+    -21: ("JOB_EXEC_FAIL_SECURITY", EndCause.LAUNCH_FAILED, False),  # PBS directory not secure
+    -22: ("JOB_EXEC_HOOKERROR", EndCause.LAUNCH_FAILED, False),  # a hook failed or timed out
+    -23: ("JOB_EXEC_FAIL_KRB5", None, False),
+    -24: ("JOB_EXEC_KILL_NCPUS_BURST", None, True),
+    -25: ("JOB_EXEC_KILL_NCPUS_SUM", None, True),
+    -26: ("JOB_EXEC_KILL_VMEM", EndCause.OUT_OF_MEMORY, True),
+    -27: ("JOB_EXEC_KILL_MEM", EndCause.OUT_OF_MEMORY, True),
+    -28: ("JOB_EXEC_KILL_CPUT", None, True),
+    -29: ("JOB_EXEC_KILL_WALLTIME", EndCause.TIMEOUT, True),
+    -30: ("JOB_EXEC_JOINJOB", EndCause.LAUNCH_FAILED, False),  # the sister MOMs could not join the job
 }
 
 
@@ -118,6 +173,8 @@ class Flavour:
     task_name_suffix: bool = False
     #: qsub hands its command line to a shell (Slurm's perl qsub builds one string): quote every argument
     shell_quotes_argv: bool = False
+    #: negative exit statuses: name, why the job ended, whether it had started (see TORQUE_EXEC_CODES)
+    exec_codes: Mapping[int, ExecCode] = field(default_factory=dict)
 
 
 FLAVOURS: dict[str, Flavour] = {
@@ -129,6 +186,7 @@ FLAVOURS: dict[str, Flavour] = {
         states=TORQUE_STATES,
         exit_attr="exit_status",
         task_name_suffix=True,
+        exec_codes=TORQUE_EXEC_CODES,
     ),
     # finished jobs with their Exit_status under qstat -x (job_history_enable)
     "pbspro": Flavour(
@@ -141,6 +199,7 @@ FLAVOURS: dict[str, Flavour] = {
         array_output="{path}.^array_index^",
         history_args=("-x", "-f", "-t"),
         exit_attr="Exit_status",
+        exec_codes=PBSPRO_EXEC_CODES,
     ),
     # Debian's slurm-wlm-torque: qsub -t makes a Slurm array, but qstat lists its tasks under raw job ids
     # with one shared name and no task index: no arrays.  Its qstat has no -t, no exit status, no -x.
@@ -306,8 +365,12 @@ def _ended(code: str, rec: dict[str, str], flavour: Flavour) -> BatchStatus | No
         return None  # absent: the exit-code file decides
     if exit_code == 0:
         return BatchStatus(LocalState.DONE, exit_code=0, native=native)
-    if exit_code < 0:
-        return BatchStatus(LocalState.FAILED, reason=f"never ran ({attr} {exit_status})", native=native)
+    if exit_code < 0:  # set by the server or MOM, not by the job
+        name, cause, started = flavour.exec_codes.get(exit_code, ("", None, False))
+        said = f"{attr} {exit_status}" + (f": {name}" if name else "")
+        reason = said if started else f"never ran ({said})"
+        return BatchStatus(LocalState.FAILED, reason=reason, native=native, cause=cause)
+    # (>= 256: killed by a signal, e.g. 271 = SIGTERM from qdel, or from a limit MOM enforced: whose, unknown)
     return BatchStatus(LocalState.FAILED, exit_code=exit_code, reason=f"{attr} {exit_status}", native=native)
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from jim.adapters.base import BatchStatus, LocalJobSpec, QueryResult, SubmitChunk
+from jim.adapters.pbs import FLAVOURS, PBSPRO_EXEC_CODES, TORQUE_EXEC_CODES
+from jim.adapters.pbs import parse_qstat as parse_pbs_qstat
 from jim.adapters.sge import FAILED_CAUSES, parse_qacct, parse_qstat
 from jim.adapters.slurm import STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
 from jim.db import Database, new_record, validate
@@ -211,6 +213,66 @@ def test_sge_error_state_is_held_by_a_launch_failure():
     badout = st[f"{sge_job('badout')}.1"]  # Eqw: its output path could not be opened
     assert badout.state is LocalState.HELD and badout.cause is EndCause.LAUNCH_FAILED
     assert all(s.cause is None for s in st.values() if "E" not in s.native)
+
+
+# -- PBS: Torque, PBS Pro, Slurm's wrappers -------------------------------------------------
+
+
+def pbs_sample(flavour: str) -> str:
+    return (DATA / "pbs" / f"{flavour}-qstat-f-t.txt").read_text()
+
+
+def test_pbs_samples_causes():
+    torque = parse_pbs_qstat(pbs_sample("torque"), FLAVOURS["torque"], user="alice")
+    assert torque["1242"].cause is EndCause.LAUNCH_FAILED  # exit_status -1: JOB_EXEC_FAIL1
+    assert "never ran" in torque["1242"].reason and "JOB_EXEC_FAIL1" in torque["1242"].reason
+    assert torque["1241"].cause is None and torque["1241"].exit_code == 128 + 15  # 271: SIGTERM (qdel)
+    assert torque["1234[1]"].cause is None and torque["1234[0]"].cause is None  # exit 3, exit 0
+    pbspro = parse_pbs_qstat(pbs_sample("pbspro"), FLAVOURS["pbspro"], user="alice")
+    assert all(st.cause is None for st in pbspro.values())  # exits 0, 2 and 265 (SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("flavour", "status", "cause", "started"),
+    [
+        ("torque", "-1", EndCause.LAUNCH_FAILED, False),
+        ("torque", "-3", EndCause.LAUNCH_FAILED, False),
+        ("torque", "-4", EndCause.NODE_FAIL, True),
+        ("torque", "-10", EndCause.OUT_OF_MEMORY, True),
+        ("torque", "-11", EndCause.TIMEOUT, True),
+        ("torque", "-12", None, True),
+        ("torque", "-13", EndCause.LAUNCH_FAILED, False),
+        ("torque", "-99", None, False),
+        ("torque", "271", None, True),
+        ("pbspro", "-2", EndCause.LAUNCH_FAILED, False),
+        ("pbspro", "-10", EndCause.LAUNCH_FAILED, False),
+        ("pbspro", "-11", None, True),
+        ("pbspro", "-14", EndCause.NODE_FAIL, True),
+        ("pbspro", "-20", EndCause.NODE_FAIL, True),
+        ("pbspro", "-27", EndCause.OUT_OF_MEMORY, True),
+        ("pbspro", "-29", EndCause.TIMEOUT, True),
+        ("pbspro", "265", None, True),
+    ],
+)
+def test_pbs_exit_statuses_give_their_cause(flavour, status, cause, started):
+    """The finished records of the samples, with the exit status of a job that ended otherwise."""
+    text, bid, attr, was = {
+        "torque": (pbs_sample("torque"), "1242", "exit_status", "-1"),
+        "pbspro": (pbs_sample("pbspro"), "5690", "Exit_status", "2"),
+    }[flavour]
+    text = text.replace(f"    {attr} = {was}\n", f"    {attr} = {status}\n")
+    st = parse_pbs_qstat(text, FLAVOURS[flavour], user="alice")[bid]
+    assert st.state is LocalState.FAILED and st.cause is cause
+    assert ("never ran" in st.reason) is not started
+    if int(status) < 0:
+        assert st.exit_code is None  # never the job's own exit code
+
+
+def test_pbs_exec_code_tables():
+    assert TORQUE_EXEC_CODES[-11][0] == "JOB_EXEC_OVERLIMIT_WT"
+    assert PBSPRO_EXEC_CODES[-29][0] == "JOB_EXEC_KILL_WALLTIME"
+    assert all(k < 0 for k in (*TORQUE_EXEC_CODES, *PBSPRO_EXEC_CODES))
+    assert not FLAVOURS["slurm"].exec_codes  # the wrappers never show an exit status
 
 
 # -- the monitor ---------------------------------------------------------------------

@@ -48,7 +48,10 @@ FAKE_ENV = "JIM_CONDOR_FAKE"
 INDEX_ENV = "JIM_INDEX_ARRAY"
 REMOVED, COMPLETED = 3, 4
 
-#: JobStatus -> (HTCondor's name, jim state).  The exit-code file decides first.
+#: JobStatus -> (HTCondor's name, jim state).  The exit-code file decides first.  No status
+#: gives a cause (:class:`jim.states.EndCause`): a job evicted from a failed or preempting slot
+#: goes back to Idle and runs again (no end), Removed is condor_rm's (jim's, the user's or an
+#: admin's) and Held is not an end; none says clearly that the site made a job end.
 JOB_STATUS: dict[int, tuple[str, LocalState]] = {
     1: ("Idle", LocalState.QUEUED),  # also a job evicted from its slot: it will run again
     2: ("Running", LocalState.RUNNING),

@@ -348,6 +348,18 @@ def test_state_map_is_complete_and_right():
     assert status_of(ad(JobStatus=2, JimGridJob=None)).tag is None
 
 
+def test_no_htcondor_status_says_the_site_ended_a_job():
+    """Removed is condor_rm's, Held is no end, an evicted job is Idle again: no cause, ever."""
+    ads = [
+        ad(JobStatus=3, RemoveReason="via condor_rm (by user admin)"),
+        ad(JobStatus=4, ExitBySignal=True, ExitSignal=9),
+        ad(JobStatus=4, ExitCode=3, ExitBySignal=False),
+        ad(JobStatus=5, HoldReason="Job has gone over memory limit", HoldReasonCode=34),
+        ad(JobStatus=1),
+    ]
+    assert [status_of(a).cause for a in ads] == [None] * len(ads)
+
+
 def test_hold_reason_is_recorded():
     st = status_of(
         ad(

@@ -52,7 +52,7 @@ class SlurmCluster:
 
     def is_up(self) -> bool:
         """Every daemon runs and the controller answers."""
-        if not self.conf.exists():
+        if not self.conf.exists() or not (self.state / "run" / "slurmctld.pid").exists():
             return False
         try:
             return self._script("ctl.sh", "status", timeout=60).returncode == 0

@@ -8,6 +8,8 @@ Slurm's node failure through the real CLI.  The cause never changes the state a 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +25,10 @@ from jim.jobid import new_job_id
 from jim.monitor import apply_local
 from jim.paths import Home
 from jim.states import EndCause, Evidence, LocalState, site_fault
+
+from fake_sched import BIN as FAKE_BIN
+from fake_sched import FakeSched
+from support.jimcli import FAST_CONFIG
 
 DATA = Path(__file__).parent / "data"
 G = "20261122-070000-abcdef01"
@@ -350,3 +356,55 @@ def test_the_exit_file_still_wins_over_a_cause(record, tmp_path):
     lj = _apply(db, job_id, tmp_path, status=st)
     assert lj.state is LocalState.DONE and lj.evidence == "wrapper-exit-file"
     assert "NODE_FAIL" not in (lj.get("reason") or "")
+
+
+# -- through jim, on the fake Slurm ----------------------------------------------------
+
+
+@pytest.fixture
+def fake(tmp_path):
+    return FakeSched(tmp_path / "fake-sched")
+
+
+@pytest.fixture
+def fjim(jim_env, fake):
+    jim_env.env.update(fake.env(jim_env.env))
+    jim_env.config.write_text(
+        FAST_CONFIG
+        + f"""
+[batch]
+adapter = "slurm"
+partition = "debug"
+cache_interval = 0.3
+python = "{sys.executable}"
+"""
+    )
+    return jim_env
+
+
+def _running(jim, job, n, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = jim.status(job)
+        if sum(lj["state"] == "RUNNING" for lj in st["localJobs"]) >= n:
+            return st
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {n} running: {st['counts']}")
+
+
+def test_node_failure_shows_in_jim_status_json(fjim, fake):
+    job = fjim.submit("&(executable=/bin/sleep)(arguments=60)(count=1)")
+    (lj,) = _running(fjim, job, 1)["localJobs"]
+    proc = subprocess.run(
+        [str(FAKE_BIN / "fake-sched"), "end", lj["batchId"], "NODE_FAIL", "NodeDown"],
+        env=fake.env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = fjim.wait(job, timeout=60)
+    assert out["JOB_STATE"] == "FAILED"  # what a node failure always made of it
+    (lj,) = fjim.status(job)["localJobs"]
+    assert lj["state"] == "FAILED" and lj["evidence"] in ("batch", "accounting")
+    assert lj["reason"].startswith("NODE_FAIL") and lj["reason"].endswith("; node failure (NODE_FAIL)")

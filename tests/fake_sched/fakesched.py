@@ -60,7 +60,10 @@ FAULTS = {
 }
 
 CONTROLLER_DOWN = "Unable to contact slurm controller (connect failure)"
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+TERMINAL = (
+    *("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"),
+    *("NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE"),  # only by ``fake-sched end``
+)
 
 
 def now() -> float:
@@ -318,6 +321,22 @@ class Sched:
         if not job["tasks"]:
             del self.state["jobs"][str(job["id"])]
         self.event(vanished=self.key(job, t))
+
+    def end_as(self, job, t, task, state, reason):
+        """The controller ends the task in ``state`` (NODE_FAIL, PREEMPTED, ...): killed hard (no
+        exit-code file), then squeue and sacct say ``state`` with ``reason``."""
+        if task["state"] == "RUNNING":
+            self.signal_task(job, t, task, signal.SIGKILL)
+            sh = task.get("shepherd")
+            if sh and _alive(sh):
+                try:
+                    os.kill(sh[0], signal.SIGKILL)
+                except OSError:
+                    pass
+        task.setdefault("history", []).append(task["state"])
+        task.update(state=state, exit="0:0", end=now(), reason=reason)
+        self.sync_acct(job, t, task)
+        self.event(ended=self.key(job, t), state=state)
 
     def find(self, spec: str):
         """Tasks named by ``123`` (a whole job/array) or ``123_4``."""
@@ -773,18 +792,23 @@ def cmd_scontrol(s: Sched, argv):
 
 
 def cmd_admin(s: Sched, argv):
-    """``fake-sched vanish ID`` | ``fake-sched state`` | ``fake-sched tick``: an admin's hand."""
+    """``fake-sched vanish ID`` | ``fake-sched end ID STATE [REASON]`` | ``fake-sched state`` |
+    ``fake-sched tick``: an admin's hand (``end``: the task ends in STATE, e.g. NODE_FAIL)."""
     if argv[:1] == ["vanish"]:
         for spec in argv[1:]:
             for job, t, task in s.find(spec):
                 s.vanish(job, t, task)
+        return 0
+    if argv[:1] == ["end"] and len(argv) in (3, 4) and argv[2] in TERMINAL:
+        for job, t, task in s.find(argv[1]):
+            s.end_as(job, t, task, argv[2], argv[3] if len(argv) == 4 else "None")
         return 0
     if argv[:1] == ["state"]:
         print(json.dumps(s.state, indent=1, sort_keys=True))
         return 0
     if argv[:1] == ["tick"]:
         return 0
-    sys.stderr.write("usage: fake-sched vanish ID... | state | tick\n")
+    sys.stderr.write("usage: fake-sched vanish ID... | end ID STATE [REASON] | state | tick\n")
     return 2
 
 

@@ -46,6 +46,7 @@ def test_jobs_spread_over_the_nodes_and_a_killed_node_fails_its_jobs(cluster):
     victim = next(n for n in reversed(nodes) if on_node[n])
     t_kill = time.monotonic()
     c.kill_node(victim)
+    c.wait_node_down(victim)  # slurmctld notices the silent node after SlurmdTimeout
 
     def all_ended():
         st = c.squeue_states(ids)

@@ -73,6 +73,10 @@ class SlurmCluster:
         """Crash node ``name``: SIGKILL its slurmd and every process of its jobs."""
         self._script("ctl.sh", "kill-node", name)
 
+    def wait_node_down(self, name: str, timeout: float = 60.0) -> None:
+        """Wait until slurmctld has set node ``name`` DOWN (after a kill: SlurmdTimeout plus up to a ping period)."""
+        self._script("ctl.sh", "wait-down", name, str(int(timeout)), timeout=timeout + 30)
+
     def revive_node(self, name: str) -> None:
         """Start node ``name``'s slurmd again; returns once the node is usable."""
         self._script("ctl.sh", "revive-node", name, timeout=120)

@@ -11,6 +11,10 @@
 #                            network namespace (its slurmd, the slurmstepds
 #                            and every process of the jobs running there),
 #                            at once. slurmctld notices after SlurmdTimeout.
+#   ctl.sh wait-down NAME [SECONDS]
+#                            wait (default 60 s) until slurmctld has set node
+#                            NAME DOWN (its jobs are then NODE_FAIL or
+#                            requeued); exit 1 on timeout
 #   ctl.sh revive-node NAME  start node NAME's slurmd again (after kill-node)
 #                            and return once the node is usable again
 #                            (a DOWN node is resumed)
@@ -49,6 +53,11 @@ case "$cmd" in
     kill_ns "$(node_ns "$1")"
     rm -f "$RUN/slurmd-$1.pid"
     log "node $1 killed (every process in namespace $(node_ns "$1"))"
+    ;;
+  wait-down)
+    [ $# -ge 1 ] && [ $# -le 2 ] && is_node "$1" || die "usage: $0 wait-down NODE [SECONDS]"
+    is_down() { case "$(node_state "$1")" in down*) return 0;; esac; return 1; }
+    wait_for "${2:-60}" is_down "$1" || die "node $1 still '$(node_state "$1")' after ${2:-60} s"
     ;;
   revive-node)
     need_root

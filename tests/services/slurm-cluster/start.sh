@@ -223,6 +223,11 @@ for f in "$RUN"/slurmd-cn*.pid; do
   [ -e "$f" ] || continue
   d="$(basename "$f" .pid)"; is_node "${d#slurmd-}" || signal_stop "$d"
 done
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^jimsc-cn' || true); do
+  is_node "${ns#jimsc-}" && continue
+  log "removing namespace $ns (beyond $NNODES nodes)"
+  kill_ns "$ns"; ip netns del "$ns" 2>/dev/null || true; ip link del "$ns" >/dev/null 2>&1 || true
+done
 
 # --------------------------------------------------------------- MariaDB (controller namespace)
 if ! alive mariadbd; then

@@ -19,7 +19,7 @@ from jim.adapters.base import BatchStatus, LocalJobSpec, QueryResult, SubmitChun
 from jim.adapters.pbs import FLAVOURS, PBSPRO_EXEC_CODES, TORQUE_EXEC_CODES
 from jim.adapters.pbs import parse_qstat as parse_pbs_qstat
 from jim.adapters.sge import FAILED_CAUSES, parse_qacct, parse_qstat
-from jim.adapters.slurm import STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
+from jim.adapters.slurm import STATE_CAUSES, STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
 from jim.db import Database, new_record, validate
 from jim.jobid import new_job_id
 from jim.monitor import apply_local
@@ -132,6 +132,11 @@ def test_slurm_sacct_end_states_give_their_cause(state, exitcode, cause):
     st = parse_sacct(line.replace("|FAILED|3:0|", f"|{state}|{exitcode}|"))["15_1"]
     assert st.state is STATE_MAP[state.split()[0]] and st.evidence is Evidence.ACCOUNTING
     assert st.cause is cause
+
+
+def test_slurm_states_with_a_cause_still_end_failed():
+    assert {STATE_MAP[state] for state in STATE_CAUSES} == {LocalState.FAILED}
+    assert set(STATE_CAUSES.values()) == set(EndCause) - {EndCause.LAUNCH_FAILED}  # that one is a reason
 
 
 def test_slurm_end_cause_table():

@@ -117,9 +117,12 @@ def test_slurm_launch_failure_held_by_slurm_says_so():
 @pytest.mark.parametrize(
     ("state", "exitcode", "cause"),
     [
+        # NODE_FAIL 0:0 (1:0 after a node came back before it was declared DOWN) and PREEMPTED 0:0
+        # of a --no-requeue job: as seen on the multi-node test cluster (tests/services/slurm-cluster)
         ("NODE_FAIL", "0:0", EndCause.NODE_FAIL),
+        ("NODE_FAIL", "1:0", EndCause.NODE_FAIL),
         ("BOOT_FAIL", "0:0", EndCause.BOOT_FAIL),
-        ("PREEMPTED", "0:15", EndCause.PREEMPTED),
+        ("PREEMPTED", "0:0", EndCause.PREEMPTED),
         ("TIMEOUT", "0:0", EndCause.TIMEOUT),
         ("DEADLINE", "0:0", EndCause.DEADLINE),
         ("OUT_OF_MEMORY", "0:125", EndCause.OUT_OF_MEMORY),

@@ -19,19 +19,10 @@ mkdir -p "$JIM_TEST_OUTPUT"
 ci=false
 case "${CI:-}" in 1|true|TRUE|yes) ci=true ;; esac
 
-# Tests marked slurm_cluster (a multi-node Slurm whose nodes they crash) are
-# deselected unless a -m expression is given; run them with
-#   scripts/test.sh -m slurm_cluster tests/test_slurm_cluster.py
-# (as root: their fixture starts tests/services/slurm-cluster and stops it
-# afterwards). That service is never started here.
-markexpr=false
-for a in "$@"; do case "$a" in -m|-m?*|--markexpr|--markexpr=*) markexpr=true ;; esac; done
-$markexpr || set -- -m "not slurm_cluster" "$@"
-
 for start in tests/services/*/start.sh; do
     [ -e "$start" ] || continue
     name=$(basename "$(dirname "$start")")
-    [ "$name" = slurm-cluster ] && continue   # started by its tests' fixture (see above)
+    [ "$name" = slurm-cluster ] && continue   # started by its tests' fixture, stopped after them
     case " ${JIM_TEST_SKIP_SERVICES:-} " in *" $name "*) echo "== service $name: skipped by JIM_TEST_SKIP_SERVICES"; continue ;; esac
     echo "== starting test service: $name"
     if [ "$(id -u)" != 0 ]; then

@@ -49,10 +49,10 @@ def unix_users(_unix_users_ready):
 
 
 @pytest.fixture(scope="session")
-def _slurm_cluster_session(request):
+def _slurm_cluster_session():
     from support.slurm_cluster import session_cluster  # (lazy: only the slurm_cluster tests need it)
 
-    yield from session_cluster(request.config.getoption("markexpr", ""))
+    yield from session_cluster()
 
 
 @pytest.fixture

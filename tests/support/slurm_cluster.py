@@ -146,21 +146,19 @@ class SlurmCluster:
             yield
 
 
-def session_cluster(markexpr: str) -> Iterator[SlurmCluster]:
+def session_cluster() -> Iterator[SlurmCluster]:
     """The cluster for a test session: the running one, or one started now and stopped at the end.
 
-    It is started only when the tests were selected with ``-m slurm_cluster``
-    (scripts/test.sh deselects them by default) and we are root; otherwise
-    its tests are skipped (failed in CI).  ``JIM_TEST_SLURM_CLUSTER_KEEP=1``
+    It is started when one of its tests runs and we are root; otherwise its
+    tests are skipped (failed in CI).  ``JIM_TEST_SLURM_CLUSTER_KEEP=1``
     leaves a cluster started here running.
     """
     cluster = SlurmCluster()
     started = False
     if not cluster.is_up():
-        wanted = "slurm_cluster" in markexpr.replace("not slurm_cluster", "")
         require_service(
-            wanted and os.geteuid() == 0,
-            "the multi-node test Slurm (tests/services/slurm-cluster/start.sh, or as root: -m slurm_cluster)",
+            os.geteuid() == 0,
+            "the multi-node test Slurm (tests/services/slurm-cluster/start.sh, as root)",
         )
         cluster.start()
         started = True

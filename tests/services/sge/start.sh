@@ -28,28 +28,7 @@ PKGS=(gridengine-master gridengine-exec gridengine-client)
 if [ ! -x /usr/sbin/sge_qmaster ] || [ ! -x /usr/sbin/sge_execd ] || [ ! -x "$SGEBIN/qsub" ]; then
   [ "${JIM_TEST_SGE_NO_INSTALL:-0}" = 1 ] && die "gridengine missing and JIM_TEST_SGE_NO_INSTALL=1"
   log "installing ${PKGS[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  APT=(apt-get -o DPkg::Lock::Timeout=900 -o Dpkg::Options::=--force-confdef
-       -o Dpkg::Options::=--force-confold -y -q)
-  # The postinst scripts would start Debian's own daemons (of the "default"
-  # cell, on the stock ports): a policy-rc.d that exits 101 tells
-  # invoke-rc.d not to. Add one only if there is none, only for the install.
-  made_policy=0
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d; made_policy=1
-  fi
-  aptlog="$(mktemp /tmp/jim-test-sge-apt.XXXXXX)"
-  rc=0
-  # try with the current package lists first; on a fresh machine (no lists)
-  # or with stale lists (404) the install fails: then update and retry
-  if ! "${APT[@]}" install --no-install-recommends "${PKGS[@]}" >"$aptlog" 2>&1; then
-    log "apt-get install failed with the current lists: apt-get update, retry"
-    { "${APT[@]}" update && "${APT[@]}" install --no-install-recommends "${PKGS[@]}"; } >>"$aptlog" 2>&1 || rc=$?
-  fi
-  [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
-  [ "$rc" = 0 ] || { tail -25 "$aptlog" >&2; die "apt-get failed (log: $aptlog)"; }
-  rm -f "$aptlog"
+  "$HERE/../lib/apt-install.sh" sge "${PKGS[@]}" || die "apt-get failed"
   log "packages installed in $(( SECONDS - T0 )) s"
   # lib.sh could not set SGE_ARCH/PATH before the install
   SGE_ARCH="$(/usr/share/gridengine/util/arch)"

@@ -31,28 +31,7 @@ for b in "${BINS[@]}"; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); do
 if [ "${#missing[@]}" -gt 0 ]; then
   [ "${JIM_TEST_SLURM_NO_INSTALL:-0}" = 1 ] && die "missing ${missing[*]} and JIM_TEST_SLURM_NO_INSTALL=1"
   log "installing ${PKGS[*]} (missing: ${missing[*]})"
-  export DEBIAN_FRONTEND=noninteractive
-  APT=(apt-get -o DPkg::Lock::Timeout=600 -o Dpkg::Options::=--force-confdef
-       -o Dpkg::Options::=--force-confold -y -q)
-  # The packages' postinst scripts would start the distro's own munge,
-  # mariadb, slurm* services on the stock ports. policy-rc.d exit 101 tells
-  # invoke-rc.d not to; add one only for the duration of the install.
-  made_policy=0
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d; made_policy=1
-  fi
-  aptlog="$(mktemp /tmp/jim-test-slurm-apt.XXXXXX)"
-  rc=0
-  # try with the current package lists first; on a fresh machine (no lists)
-  # or with stale lists (404) the install fails: then update and retry
-  if ! "${APT[@]}" install --no-install-recommends "${PKGS[@]}" >"$aptlog" 2>&1; then
-    log "apt-get install failed with the current lists: apt-get update, retry"
-    { "${APT[@]}" update && "${APT[@]}" install --no-install-recommends "${PKGS[@]}"; } >>"$aptlog" 2>&1 || rc=$?
-  fi
-  [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
-  [ "$rc" = 0 ] || { tail -25 "$aptlog" >&2; die "apt-get failed (log: $aptlog)"; }
-  rm -f "$aptlog"
+  "$HERE/../lib/apt-install.sh" slurm "${PKGS[@]}" || die "apt-get failed"
   for b in "${BINS[@]}"; do command -v "$b" >/dev/null 2>&1 || die "install did not provide $b"; done
   log "packages installed in $(( SECONDS - T0 )) s"
 fi

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from jim.adapters.base import Adapter, AdapterOptions, BatchStatus, QueryResult, SubmitChunk
 from jim.errors import SubmitError
 from jim.proc import spawn_detached
+from jim.safeio import read_regular
 from jim.states import LocalState
 
 if TYPE_CHECKING:
@@ -86,32 +87,9 @@ def _process(batch_id: str) -> psutil.Process | None:
         return None
 
 
-def _read_bounded(path: str, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of a /proc file; None when it cannot be read (the process is gone,
-    or is not ours to read)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        parts: list[bytes] = []
-        size = 0
-        while size < limit:
-            chunk = os.read(fd, min(65536, limit - size))
-            if not chunk:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-        return b"".join(parts)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _uids(pid: int) -> tuple[int, int] | None:
     """(real, effective) uid of a process, from /proc/<pid>/status; None when it is gone."""
-    data = _read_bounded(f"/proc/{pid}/status", 16384)
+    data = read_regular(f"/proc/{pid}/status", 16384)
     if data is None:
         return None
     for line in data.splitlines():
@@ -127,7 +105,7 @@ def _uids(pid: int) -> tuple[int, int] | None:
 def _environ_entries(pid: int) -> list[bytes]:
     """The NUL-separated entries of a process's environment, from at most ENVIRON_LIMIT bytes of
     it (an entry cut by the limit is left out); none when it cannot be read."""
-    data = _read_bounded(f"/proc/{pid}/environ", ENVIRON_LIMIT)
+    data = read_regular(f"/proc/{pid}/environ", ENVIRON_LIMIT)
     if not data:
         return []
     entries = data.split(b"\0")
@@ -152,7 +130,7 @@ def _carries(pid: int, entries: set[bytes]) -> bool:
 
 def _start_ticks(pid: int) -> str | None:
     """The start time of a process (field 22 of /proc/<pid>/stat, in clock ticks): with the pid, its identity."""
-    data = _read_bounded(f"/proc/{pid}/stat", 4096)
+    data = read_regular(f"/proc/{pid}/stat", 4096)
     if not data:
         return None
     fields = data[data.rfind(b")") + 2 :].split()
@@ -164,7 +142,7 @@ def _is_wrapper(pid: int, wrapper: bytes | None = None) -> bool:
     (``wrapper``: that very file; else any file of that name) as a local job of the fork backend."""
     if _uids(pid) != (os.getuid(),) * 2 or os.getsid(pid) != pid:
         return False
-    argv = (_read_bounded(f"/proc/{pid}/cmdline", 65536) or b"").split(b"\0")
+    argv = (read_regular(f"/proc/{pid}/cmdline", 65536) or b"").split(b"\0")
     if len(argv) < 2:
         return False
     return argv[1] == wrapper if wrapper is not None else os.path.basename(argv[1]) == WRAPPER_NAME.encode()

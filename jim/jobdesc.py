@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -45,6 +44,7 @@ from types import ModuleType
 from typing import Any, overload
 
 from jim.errors import DescriptionError, InvalidAttribute, InvalidCount, RslSyntaxError, UnknownAttribute
+from jim.safeio import NotRegular, open_regular, read_at_most
 
 Value = str | list
 
@@ -228,29 +228,21 @@ def read_description_file(path: str) -> str:
     UTF-8 bytes (never a device, a FIFO or a directory; opened without waiting for a writer)."""
     where = shown(path, 200)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd, st = open_regular(path)
+    except NotRegular:
+        raise DescriptionError(f"job description {where} is not a regular file") from None
     except OSError as e:
         raise DescriptionError(f"cannot read job description {where}: {e.strerror}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise DescriptionError(f"job description {where} is not a regular file")
         if st.st_size > MAX_DESCRIPTION_BYTES:
             raise DescriptionError(f"job description {where} is longer than {MAX_DESCRIPTION_BYTES} bytes")
-        chunks, size = [], 0
-        while size <= MAX_DESCRIPTION_BYTES:
-            chunk = os.read(fd, MAX_DESCRIPTION_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        data = read_at_most(fd, MAX_DESCRIPTION_BYTES + 1)
     except OSError as e:
         raise DescriptionError(f"cannot read job description {where}: {e.strerror}") from None
     finally:
         os.close(fd)
-    if size > MAX_DESCRIPTION_BYTES:
+    if len(data) > MAX_DESCRIPTION_BYTES:
         raise DescriptionError(f"job description {where} is longer than {MAX_DESCRIPTION_BYTES} bytes")
-    data = b"".join(chunks)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

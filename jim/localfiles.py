@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jim.safeio import open_regular, read_at_most, read_regular
+
 #: The tail of a progress file that is read (a job that writes without end costs no more).
 MAX_PROGRESS_BYTES = 64 * 1024
 MAX_PHASE_NAME = 64
@@ -55,7 +57,7 @@ class ExitFile:
 
 def read_exit(local_dir: Path) -> ExitFile | None:
     """The exit-code file, or None when there is none (yet) or it is not whole."""
-    data = _read_small(local_dir / "exit_code", MAX_EXIT_BYTES)
+    data = read_regular(local_dir / "exit_code", MAX_EXIT_BYTES)
     if data is None:
         return None
     lines = data.decode(errors="replace").splitlines()
@@ -69,15 +71,6 @@ def read_exit(local_dir: Path) -> ExitFile | None:
     return ExitFile(code, info)
 
 
-def _read_small(path: Path, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of a file, or None when it cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(limit)
-    except OSError:
-        return None
-
-
 def has_exit(local_dir: Path) -> bool:
     try:
         return (local_dir / "exit_code").exists()
@@ -87,7 +80,7 @@ def has_exit(local_dir: Path) -> bool:
 
 def read_started(local_dir: Path) -> dict[str, Any] | None:
     """The ``started`` file, or None when there is none or it is not a JSON object."""
-    data = _read_small(local_dir / "started", MAX_EXIT_BYTES)
+    data = read_regular(local_dir / "started", MAX_EXIT_BYTES)
     try:
         info = json.loads(data) if data is not None else None
     except (ValueError, RecursionError):
@@ -97,7 +90,7 @@ def read_started(local_dir: Path) -> dict[str, Any] | None:
 
 def read_heartbeat(local_dir: Path) -> int | None:
     """Epoch seconds of the last heartbeat, or None."""
-    data = _read_small(local_dir / "heartbeat", 64)
+    data = read_regular(local_dir / "heartbeat", 64)
     text = data.strip() if data is not None else b""
     return int(text) or None if _HEARTBEAT.fullmatch(text) else None
 
@@ -118,13 +111,17 @@ def read_progress_counted(local_dir: Path) -> tuple[dict[str, tuple[int, int]], 
     phases are kept.  Anything else in the file counts as a bad line; nothing raises.
     """
     try:
-        with open(local_dir / "progress", "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            start = max(0, size - MAX_PROGRESS_BYTES)
-            f.seek(start)
-            data = f.read(MAX_PROGRESS_BYTES)
+        fd, st = open_regular(local_dir / "progress", follow=False)
     except OSError:
         return {}, 0
+    try:
+        start = max(0, st.st_size - MAX_PROGRESS_BYTES)
+        os.lseek(fd, start, os.SEEK_SET)
+        data = read_at_most(fd, MAX_PROGRESS_BYTES)
+    except OSError:
+        return {}, 0
+    finally:
+        os.close(fd)
     return parse_progress(data, partial_first=start > 0)
 
 

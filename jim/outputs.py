@@ -40,7 +40,6 @@ import io
 import json
 import os
 import re
-import stat
 import tarfile
 import time
 from pathlib import Path
@@ -51,6 +50,7 @@ from jim.errors import InvalidAttribute
 from jim.jobdesc import JobDescription, Value
 from jim.locks import locked
 from jim.log import for_job
+from jim.safeio import open_regular
 from jim.timestamps import now_iso
 
 MAX_MERGED = 64 * 1024 * 1024  # never copy more than this much merged output
@@ -283,12 +283,10 @@ def _copy_streams(db: Database, job: GridJob, stream: str, out: BinaryIO) -> Non
     for lj in job.local_jobs():
         src = db.home.local_dir(job.id, lj.index) / stream
         try:
-            fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd, _st = open_regular(src, follow=False)
         except OSError:
             continue
         with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                continue
             while written < MAX_MERGED:
                 chunk = f.read(min(1 << 20, MAX_MERGED - written))
                 if not chunk:

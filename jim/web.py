@@ -85,6 +85,7 @@ from jim.errors import JimError, JobNotFound
 from jim.jobid import JOB_ID_PATTERN, valid_job_id
 from jim.ownership import home_problem
 from jim.paths import Home
+from jim.safeio import NotRegular, open_regular, read_regular
 from jim.states import GramState
 from jim.status import ORDER as LOCAL_ORDER
 from jim.status import duration, elapsed, job_summary, local_row, parse_time, progress_of, sort_key, status_json
@@ -694,13 +695,12 @@ def _in_thread(server: _S) -> _S:
 def read_secret(path: str) -> str:
     """The shared secret of a site instance: a regular file of ours that no other account can read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd, st = open_regular(path, follow=False)
+    except NotRegular:
+        raise JimError(f"the proxy secret file {path} is not a regular file") from None
     except OSError as e:
         raise JimError(f"cannot read the proxy secret file {path}: {e.strerror} (a symbolic link is refused)") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise JimError(f"the proxy secret file {path} is not a regular file")
         if st.st_uid != os.geteuid():
             raise JimError(f"the proxy secret file {path} does not belong to the account jim serve runs as")
         if st.st_mode & 0o077:
@@ -737,12 +737,10 @@ def _write_url_file(home: Home, url: str) -> Path:
 
 def _remove_url_file(path: Path, url: str) -> None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        try:
-            mine = os.read(fd, 4096).decode(errors="replace").strip() == url
-        finally:
-            os.close(fd)
-        if mine:  # another jim serve of this home may have written its own since
+        text = read_regular(path, 4096)
+        if (
+            text is not None and text.decode(errors="replace").strip() == url
+        ):  # another jim serve of this home may have written its own since
             path.unlink()
     except OSError:
         pass

@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from jim.errors import InvalidAttribute
+from jim.safeio import NotRegular, kind, open_regular
 
 SANDBOX_NAME = "sandbox.tar.gz"
 WRAPPER_NAME = "wrapper.py"
@@ -75,23 +76,11 @@ PSEUDO_FILESYSTEMS = frozenset(
     }
 )
 _PSEUDO_ROOTS = ("/proc", "/sys")
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISLNK, "a symbolic link"),
-)
 
 
 def _shown(path: str, limit: int = 200) -> str:
     text = repr(path[:limit])
     return text + f"... ({len(path)} characters)" if len(path) > limit else text
-
-
-def _kind(mode: int) -> str:
-    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
 _MOUNTS: dict[int, str] | None = None
@@ -136,19 +125,18 @@ def open_input(path: str) -> tuple[int, os.stat_result]:
     except OSError as e:
         raise InvalidAttribute(f"input file {name} cannot be looked at: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise InvalidAttribute(f"input file {name} is {_kind(st.st_mode)}, not a regular file")
+        raise InvalidAttribute(f"input file {name} is {kind(st.st_mode)}, not a regular file")
     real = os.path.realpath(path)
     for root in _PSEUDO_ROOTS:
         if real == root or real.startswith(root + "/"):
             raise InvalidAttribute(f"input file {name} is in {root}, not a data file")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd, st = open_regular(path, follow=False)
+    except NotRegular as e:
+        raise InvalidAttribute(f"input file {name} is {e.kind}, not a regular file") from None
     except OSError as e:
         raise InvalidAttribute(f"input file {name} is not readable: {e.strerror}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InvalidAttribute(f"input file {name} is {_kind(st.st_mode)}, not a regular file")
         fstype = _filesystems().get(st.st_dev)
         if fstype in PSEUDO_FILESYSTEMS:
             raise InvalidAttribute(f"input file {name} is on a {fstype} file system, not a data file")

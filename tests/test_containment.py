@@ -4,6 +4,9 @@ its own grid job only, and every other grid job of the user goes on."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import time
 
 import psutil
@@ -223,3 +226,17 @@ def test_a_failing_pass_logs_its_traceback_once_per_cause(caplog):
     assert [r.getMessage() for r in caplog.records if "work again" in r.getMessage()] == [
         "monitor passes work again after 21 failed"
     ]
+
+
+def test_wrapper_files_that_are_fifos_never_stall_the_monitor(tmp_path):
+    """A local job may turn its progress, exit-code, heartbeat or started file into a FIFO: opening
+    one to read would wait for a writer for ever and stop the user's monitor; it reads as absent."""
+    for name in ("progress", "exit_code", "heartbeat", "started"):
+        os.mkfifo(tmp_path / name)
+    code = (
+        "import sys; from pathlib import Path; from jim import localfiles as f; d = Path(sys.argv[1]);"
+        "print(f.read_progress_counted(d), f.read_exit(d), f.read_heartbeat(d), f.read_started(d))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "({}, 0) None None None"

@@ -36,6 +36,7 @@ LAYERS = {
         "jim.locks",
         "jim.proc",
         "jim.ownership",
+        "jim.safeio",
         "jim.faults",
         "jim.log",
         "jim.plugins",

@@ -1,0 +1,82 @@
+"""Reading a file someone else may have planted: opened without waiting, regular files only, bounded.
+
+A wrapper's progress file, a description file, a secret file, an input file:
+any of them may be a FIFO (opening it would wait for a writer for ever), a
+device or a directory, or grow while it is read.  :func:`open_regular` opens
+read-only with ``O_NONBLOCK`` (a FIFO never blocks the open), optionally
+without following a final symbolic link, and refuses anything but a regular
+file; :func:`read_at_most` and :func:`read_regular` never read past a limit.
+
+Only ``os`` and ``stat`` are imported: the monitor reads wrapper files on
+every pass.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def kind(mode: int) -> str:
+    """What a file of ``mode`` is, for a message (``a FIFO``, ``a directory``, ...)."""
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+class NotRegular(OSError):
+    """The path names something other than a regular file (``kind`` says what)."""
+
+    def __init__(self, kind: str):
+        super().__init__(f"is {kind}, not a regular file")
+        self.kind = kind
+
+
+def open_regular(path: str | os.PathLike[str], *, follow: bool = True) -> tuple[int, os.stat_result]:
+    """``(fd, fstat)`` of the regular file ``path``, opened read-only without waiting (and with
+    ``follow=False`` not through a final symbolic link); :class:`NotRegular` for anything else,
+    :class:`OSError` as the system says.  The caller closes the fd."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(kind(st.st_mode))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes from ``fd`` (fewer at the end of the file)."""
+    parts: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 20, limit - size))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
+
+
+def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = False) -> bytes | None:
+    """At most ``limit`` bytes of the regular file ``path``, or None when it is not one or cannot be read."""
+    try:
+        fd, _st = open_regular(path, follow=follow)
+    except OSError:
+        return None
+    try:
+        return read_at_most(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -21,6 +21,8 @@ from jim.adapters import fork
 from jim.paths import Home
 from jim.sandbox import builder
 
+from support.jimcli import tagged
+
 # The job: a setsid'd sleep, a double-forked daemon that ignores SIGTERM (only SIGKILL ends it,
 # and its loop keeps starting new sleeps), and a sleep in the foreground.
 JOB = """\
@@ -28,18 +30,6 @@ setsid sleep 300 &
 ( setsid sh -c 'trap "" TERM; while :; do sleep 1; done' & )
 exec sleep 300
 """
-
-
-def tagged(tag: str) -> list[psutil.Process]:
-    """Live processes whose environment has JIM_TAG=<tag> (seen through psutil, not jim's scan)."""
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("JIM_TAG") == tag and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return found
 
 
 def test_cancel_kills_setsid_and_double_forked_processes_of_the_local_job(jim_env, tmp_path):

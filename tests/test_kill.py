@@ -10,17 +10,7 @@ import pytest
 from jim.cancel import parse_selection
 from jim.errors import JimError
 
-
-def _tagged(tag: str) -> list[psutil.Process]:
-    """Live processes whose environment carries ``JIM_TAG=tag``."""
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("JIM_TAG") == tag and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return found
+from support.jimcli import tagged
 
 
 def _all_running(jim_env, job: str, n: int, timeout: float = 30) -> dict:
@@ -37,7 +27,7 @@ def test_kill_stops_the_chosen_local_jobs_and_the_others_go_on(jim_env):
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=120)(count=4)")
     st = _all_running(jim_env, job, 4)
     tags = {lj["index"]: lj["tag"] for lj in st["localJobs"]}
-    assert all(_tagged(tags[k]) for k in tags)
+    assert all(tagged(tags[k]) for k in tags)
 
     done = jim_env.run("kill", f"{job}.1-2")
     assert done.returncode == 0, done.stderr
@@ -48,9 +38,9 @@ def test_kill_stops_the_chosen_local_jobs_and_the_others_go_on(jim_env):
     for k in (1, 2):
         assert rows[k]["state"] == "CANCELLED" and rows[k]["reason"] == f"killed by {user}", rows[k]
         assert rows[k]["evidence"] == "cancel"
-        assert _tagged(tags[k]) == []
+        assert tagged(tags[k]) == []
     for k in (0, 3):
-        assert rows[k]["state"] == "RUNNING" and _tagged(tags[k])
+        assert rows[k]["state"] == "RUNNING" and tagged(tags[k])
     assert jim_env.poll(job)["JOB_STATE"] == "ACTIVE"
 
     again = jim_env.run("kill", f"{job}.2")  # (already ended: left as it is)

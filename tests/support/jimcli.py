@@ -117,6 +117,18 @@ def processes_of(home: Path) -> list[psutil.Process]:
     return found
 
 
+def tagged(tag: str) -> list[psutil.Process]:
+    """Live processes whose environment has JIM_TAG=<tag> (seen through psutil, not jim's scan)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("JIM_TAG") == tag and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
 def kill_all(home: Path, timeout: float = 5.0) -> None:
     """SIGKILL every process of this home and wait until each is dead (a zombie that init has not
     reaped yet is dead too: psutil's wait would sit out the reaping)."""

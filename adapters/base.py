@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jim import localfiles
 from jim.errors import BatchError, CancelError, ConfigError, InvalidAttribute, JimError, QueryError, SubmitError
+from jim.jobid import local_dir_name, local_tag, parse_local_tag
 from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.paths import Home
@@ -79,26 +80,42 @@ log = logging.getLogger("jim.adapters")
 T = TypeVar("T")
 U = TypeVar("U")
 
-#: Every batch job jim submits is named ``jim.<grid job id>.<offset>``: jim's tag, by
-#: which a job is known (never by its batch id alone, which batch systems hand out again).
+#: Every batch job jim submits is named ``jim.<grid job id>.<offset>`` (``.<offset>.<attempt>``
+#: for a later attempt): jim's tag, by which a job is known (never by its batch id alone, which
+#: batch systems hand out again).
 NAME_PREFIX = "jim."
 #: How long a site fact (see :meth:`Adapter.site_fact`) is trusted.
 FACT_MAX_AGE = 86400.0
 
 
-def tag_name(grid_id: str, offset: int) -> str:
-    """The batch job name of the array (or job) whose first task is local job ``offset``."""
-    return f"{NAME_PREFIX}{grid_id}.{offset}"
+def tag_name(grid_id: str, offset: int, attempt: int = 1) -> str:
+    """The batch job name of the array (or job) whose first task is local job ``offset``, for
+    attempt ``attempt`` of its local jobs (every task of an array is the same attempt)."""
+    return NAME_PREFIX + local_tag(grid_id, offset, attempt)
 
 
-def parse_tag_name(name: str | None) -> tuple[str, int] | None:
-    """(grid id, offset) from a job name made by :func:`tag_name`, else None."""
+@dataclass(frozen=True)
+class TagName:
+    """A batch job name made by :func:`tag_name`, parsed."""
+
+    grid_id: str
+    offset: int
+    attempt: int = 1
+
+    def tag(self, task: int = 0) -> str:
+        """jim's tag of the local job that is task ``task`` (counted from 0) of this array."""
+        return local_tag(self.grid_id, self.offset + task, self.attempt)
+
+
+def parse_tag_name(name: str | None) -> TagName | None:
+    """The parts of a job name made by :func:`tag_name`, else None."""
     if not name or not name.startswith(NAME_PREFIX):
         return None
-    grid, _, offset = name[len(NAME_PREFIX) :].rpartition(".")
-    if not grid or not offset.isdigit():
+    grid, *nums = name[len(NAME_PREFIX) :].split(".")
+    if not grid or len(nums) not in (1, 2) or not all(n.isascii() and n.isdigit() and len(n) <= 9 for n in nums):
         return None
-    return grid, int(offset)
+    attempt = int(nums[1]) if len(nums) == 2 else 1
+    return TagName(grid, int(nums[0]), attempt) if attempt >= 1 and (len(nums) == 1 or attempt >= 2) else None
 
 
 #: The longest local queue name jim passes on (Slurm partitions, Grid Engine queues with a host,
@@ -217,11 +234,15 @@ class SubmitChunk:
     outroot: Path
     queue: str | None = None
     limits: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 1
+    """The attempt every local job of the chunk is (see :meth:`jim.db.LocalJob.new_attempt`)."""
 
     def wrapper_argv(
         self, python: str, index: int | None = None, index_env: str | None = None, index_offset: int = 0
     ) -> list[str]:
         argv = [python, str(self.wrapper), "--sandbox", str(self.sandbox), "--outroot", str(self.outroot)]
+        if self.attempt > 1:
+            argv += ["--attempt", str(self.attempt)]
         if index is not None:
             argv += ["--index", str(index)]
         else:
@@ -503,10 +524,10 @@ class Adapter(abc.ABC):
         for tag in tags:
             if tag in found:
                 continue
-            index = tag.rpartition(".")[2]
-            if not index.isdigit():
+            parts = parse_local_tag(tag)
+            if parts is None or parts[0] != grid_id:
                 continue
-            info = localfiles.read_started(self.home.local_dir(grid_id, int(index)))
+            info = localfiles.read_started(self.home.local_dir(grid_id, parts[1], parts[2]))
             if info is None:
                 continue
             bid = self.batch_id_from_started(info)
@@ -845,7 +866,8 @@ class CommandAdapter(Adapter):
 
     # -- the loop, for commands -----------------------------------------------------------
     def submit_group(self, chunk: SubmitChunk, group: list[int]) -> dict[int, str]:
-        path = self.write_script(chunk, f"{self.name}-{group[0]}.sh", self.script(chunk, group))
+        name = f"{self.name}-{local_dir_name(group[0], chunk.attempt)}.sh"
+        path = self.write_script(chunk, name, self.script(chunk, group))
         argv = self.submit_argv(chunk, group, path)
         proc = self.run(argv, error=SubmitError)
         job_id = self.parse_submit(proc.stdout, group)

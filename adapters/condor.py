@@ -7,8 +7,9 @@ HTCondor is asked:
 * **submit**: one ``Schedd.submit(description, count=K)`` per run of local
   jobs.  Process ``p`` of the cluster is local job ``offset + p`` (the wrapper
   finds ``p`` in ``$JIM_INDEX_ARRAY``).  Every job carries ``JimGridJob``,
-  ``JimOffset`` and ``JimTag``; its own tag is ``<JimGridJob>.<JimOffset +
-  ProcId>``, its batch id ``<ClusterId>.<ProcId>``.
+  ``JimOffset`` and ``JimTag`` (and ``JimAttempt`` after the first attempt);
+  its own tag is ``<JimGridJob>.<JimOffset + ProcId>[.<JimAttempt>]``, its
+  batch id ``<ClusterId>.<ProcId>``.
 * **query**: one projected ``Schedd.query`` per ``cache_interval`` for every jim
   job of the user; **accounting**: ``Schedd.history``; **cancel**:
   ``Schedd.act(JobAction.Remove, ids)``; **find by tag**: query and history by
@@ -40,6 +41,7 @@ from typing import Any
 
 from jim.adapters.base import Adapter, AdapterOptions, BatchStatus, QueryResult, SubmitChunk, batched
 from jim.errors import BatchError, CancelError, ConfigError, QueryError, SubmitError
+from jim.jobid import local_tag
 from jim.states import Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
@@ -67,7 +69,7 @@ PROJECTION = [
     *("ClusterId", "ProcId", "JobStatus"),  # which job, in which state
     *("HoldReason", "HoldReasonCode", "HoldReasonSubCode"),  # why it is held
     *("ExitCode", "ExitBySignal", "ExitSignal", "RemoveReason"),  # how it ended
-    *("JimTag", "JimGridJob", "JimOffset"),  # jim's tag
+    *("JimTag", "JimGridJob", "JimOffset", "JimAttempt"),  # jim's tag
     *("QDate", "EnteredCurrentStatus", "RemoteHost", "LastRemoteHost", "Owner"),  # when, where, whose
 ]
 
@@ -254,7 +256,7 @@ def tag_of(ad: Any) -> str | None:
     offset, proc = _int(ad, "JimOffset"), _int(ad, "ProcId")
     if not isinstance(grid, str) or offset is None or proc is None:
         return None
-    return f"{grid}.{offset + proc}"
+    return local_tag(grid, offset + proc, _int(ad, "JimAttempt") or 1)
 
 
 def batch_id_of(ad: Any) -> str | None:
@@ -388,8 +390,10 @@ class CondorAdapter(Adapter):
                 "notification": "never",
                 "My.JimGridJob": classad_string(chunk.grid_id),
                 "My.JimOffset": str(int(offset)),
-                "My.JimTag": classad_string(f"{chunk.grid_id}.{offset}"),
+                "My.JimTag": classad_string(local_tag(chunk.grid_id, offset, chunk.attempt)),
             }
+            if chunk.attempt > 1:
+                desc["My.JimAttempt"] = str(int(chunk.attempt))
             queue = self.queue_of(chunk, "")
             if queue:
                 desc["My.JimQueue"] = classad_string(queue)
@@ -445,7 +449,7 @@ class CondorAdapter(Adapter):
         """
         if error.transient:
             return None
-        tags = {f"{chunk.grid_id}.{i}": i for i in group}
+        tags = {local_tag(chunk.grid_id, i, chunk.attempt): i for i in group}
         try:
             found = self.find_by_tag(chunk.grid_id, list(tags))
         except QueryError:

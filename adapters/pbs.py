@@ -329,7 +329,7 @@ def jim_records(text: str, flavour: Flavour, user: str | None = None) -> list[tu
             continue  # an array's parent record
         tag = parse_tag_name(name)
         if tag is not None:
-            out.append((bid, f"{tag[0]}.{tag[1] + task}", rec))
+            out.append((bid, tag.tag(task), rec))
     return out
 
 
@@ -474,6 +474,7 @@ class PbsAdapter(CommandAdapter):
             wrapper=chunk.wrapper,
             sandbox=chunk.sandbox,
             outroot=chunk.outroot,
+            attempt=chunk.attempt,
             index_env=self.flavour.task_env if array else "JIM_PBS_TASK",
             task="" if array else "0",
         )
@@ -484,10 +485,10 @@ class PbsAdapter(CommandAdapter):
     def submit_argv(self, chunk: SubmitChunk, group: list[int], script: Path) -> list[str]:
         output = str(script.with_suffix(".out"))
         if not self.is_array(group):
-            return self.qsub_argv(chunk, tag_name(chunk.grid_id, group[0]), str(script), output)
+            return self.qsub_argv(chunk, tag_name(chunk.grid_id, group[0], chunk.attempt), str(script), output)
         return self.qsub_argv(
             chunk,
-            tag_name(chunk.grid_id, group[0]),
+            tag_name(chunk.grid_id, group[0], chunk.attempt),
             str(script),
             self.flavour.array_output.format(path=output),
             array=array_spec(i - group[0] for i in group),

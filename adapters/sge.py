@@ -56,6 +56,7 @@ from jim.adapters.base import (
     BatchStatus,
     CommandAdapter,
     SubmitChunk,
+    TagName,
     parse_tag_name,
     tag_name,
 )
@@ -256,7 +257,7 @@ def qstat_tasks(xml: str | bytes) -> list[tuple[str, str, str, dict[str, str | N
         raise ValueError(f"qstat printed no valid XML: {e}") from None
     if root.tag != "job_info":
         raise ValueError(f"qstat printed XML whose root is <{root.tag}>, not <job_info>")
-    tags: dict[str | None, tuple[str, int] | None] = {}  # job name -> parsed tag (tasks share a name)
+    tags: dict[str | None, TagName | None] = {}  # job name -> parsed tag (tasks share a name)
     out = []
     for jl in root.iter("job_list"):
         f = {c.tag: c.text for c in jl}
@@ -265,7 +266,7 @@ def qstat_tasks(xml: str | bytes) -> list[tuple[str, str, str, dict[str, str | N
         task, job = f.get("tasks") or "", f.get("JB_job_number") or ""
         if tag is None or not task.isdigit() or not job.isdigit():
             continue  # not jim's, or a folded task range (we always ask with -g d)
-        out.append((f"{job}.{task}", f"{tag[0]}.{tag[1] + int(task) - 1}", (f.get("state") or "").strip(), f))
+        out.append((f"{job}.{task}", tag.tag(int(task) - 1), (f.get("state") or "").strip(), f))
     return out
 
 
@@ -370,7 +371,7 @@ def parse_qacct(text: str) -> dict[str, BatchStatus]:
         state, code, reason = _ended(failed, exit_status, f.get("failed", "").partition(":")[2].strip())
         native = f"failed {failed}, exit_status {exit_status}"
         host, submitted = f.get("hostname") or None, _sge_time(f.get("qsub_time"))
-        task_tag = f"{tag[0]}.{tag[1] + int(task) - 1}"
+        task_tag = tag.tag(int(task) - 1)
         cause = FAILED_CAUSES.get(failed)
         out[key] = BatchStatus(state, code, reason, native, Evidence.ACCOUNTING, host, task_tag, submitted, cause)
     return out
@@ -456,10 +457,11 @@ class SgeAdapter(CommandAdapter):
             wrapper=chunk.wrapper,
             sandbox=chunk.sandbox,
             outroot=chunk.outroot,
+            attempt=chunk.attempt,
         )
 
     def submit_argv(self, chunk: SubmitChunk, group: list[int], script: Path) -> list[str]:
-        name = tag_name(chunk.grid_id, group[0])
+        name = tag_name(chunk.grid_id, group[0], chunk.attempt)
         if _BAD_NAME.search(name):
             raise SubmitError(f"grid job id {chunk.grid_id!r} cannot be part of a Grid Engine job name")
         argv = ["qsub", "-terse", "-t", f"1-{len(group)}", "-N", name, "-C", "", "-S", "/bin/sh"]

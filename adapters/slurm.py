@@ -147,7 +147,7 @@ def squeue_tasks(text: str) -> list[tuple[str, str, str, str]]:
         tag = parse_tag_name(name)
         if tag is None or not task.isdigit():
             continue  # not jim's, or a folded pending range (we always ask with -r)
-        out.append((f"{array_id}_{task}", f"{tag[0]}.{tag[1] + int(task)}", state, reason))
+        out.append((f"{array_id}_{task}", tag.tag(int(task)), state, reason))
     return out
 
 
@@ -238,7 +238,7 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[st
                         reason=state,
                         native=state,
                         evidence=Evidence.ACCOUNTING,
-                        tag=f"{tag[0]}.{tag[1] + t}",
+                        tag=tag.tag(t),
                         submitted=_slurm_time(submit),
                         cause=end_cause(state) if jim_state.terminal else None,
                     ),
@@ -305,6 +305,7 @@ class SlurmAdapter(CommandAdapter):
             wrapper=chunk.wrapper,
             sandbox=chunk.sandbox,
             outroot=chunk.outroot,
+            attempt=chunk.attempt,
         )
 
     def submit_argv(self, chunk: SubmitChunk, group: list[int], script: Path) -> list[str]:
@@ -313,7 +314,7 @@ class SlurmAdapter(CommandAdapter):
             "sbatch",
             "--parsable",
             f"--array={array_spec(i - offset for i in group)}",
-            f"--job-name={tag_name(chunk.grid_id, offset)}",
+            f"--job-name={tag_name(chunk.grid_id, offset, chunk.attempt)}",
             f"--comment=jim:{chunk.grid_id}:{offset}",
             "-D",
             str(chunk.job_dir),

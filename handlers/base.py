@@ -210,6 +210,15 @@ class Handler(abc.ABC):
     def getCommandAndArguments(self, desc: JobDescription, plan: Plan, local: LocalSlice) -> list[str]:
         """See :mod:`jim.handlers.base`."""
 
+    # -- retries -------------------------------------------------------------------
+    def retryable_exit_code(self, code: int) -> bool:
+        """True when a local job of this type that ran to its end with ``code`` is worth another
+        attempt (say, an exit code the job's program uses for "the input server did not answer").
+
+        Asked by the monitor only for a code the site's ``[retry] exit_codes`` does not name; the
+        attempt limit and cool-off still apply.  Default: no code (a job's own failure is final)."""
+        return False
+
     # -- helpers for subclasses ------------------------------------------------
     def max_local_jobs(self, desc: JobDescription) -> tuple[int, str]:
         """The cap on N: the site's, or the user's ``maxlocaljobs`` when lower."""

@@ -137,13 +137,14 @@ def _stop_local_jobs(config: Config, home: Home, job: GridJob, only: set[int] | 
     found = adapter.reconcile(job.id, unsure) if unsure else {}
     batch_ids = {lj.index: lj.batch_id for lj in local_jobs if not lj.state.terminal and lj.batch_id}
     batch_ids.update((lj.index, found[lj.tag]) for lj in local_jobs if lj.tag in found)
+    attempts = {lj.index: lj.attempt for lj in local_jobs}
     grace = config.deadlines.cancel_grace
     if not batch_ids:
         return batch_ids
     adapter.retrying(adapter.cancel, sorted(set(batch_ids.values())), grace)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:  # let the wrappers write their exit-code files
-        if all(localfiles.has_exit(home.local_dir(job.id, k)) for k in batch_ids):
+        if all(localfiles.has_exit(home.local_dir(job.id, k, attempts[k])) for k in batch_ids):
             break
         time.sleep(0.05)
     return batch_ids
@@ -159,7 +160,7 @@ def _record_ends(
         submitted = lj.index in batch_ids
         if submitted and not lj.batch_id:
             lj.batch_id = batch_ids[lj.index]
-        ec = localfiles.read_exit(home.local_dir(rec.id, lj.index)) if submitted else None
+        ec = localfiles.read_exit(home.local_dir(rec.id, lj.index, lj.attempt)) if submitted else None
         if ec is not None and ec.succeeded:
             lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
         else:

@@ -49,6 +49,7 @@ protocol commands (stdout is KEY=VALUE lines only):
 commands for people:
   status ID [--json]        grid state, plan, every local job
   kill ID.k                 stop some local jobs of a running grid job (ID.3-7,12 for several)
+  resubmit ID.k | ID --failed   another attempt of some local jobs that ended (ID.3-7,12 too)
   list [--state S] [--json] grid jobs, newest first
   plan --dry-run (--rsl|--description|--jdl) [--json]   the plan, without recording anything
   handlers                  installed job types
@@ -218,6 +219,7 @@ def _parser(only: str | None = None) -> Any:
         "poll",
         "cancel",
         "kill",
+        "resubmit",
         "status",
         "list",
         "plan",
@@ -266,6 +268,10 @@ def _parser(only: str | None = None) -> Any:
     if want("kill"):
         sp = sub.add_parser("kill", help="stop some local jobs of a running grid job: ID.k, ID.3-7,12")
         sp.add_argument("selection", metavar="ID.k", help="the grid job id, a dot, local job indices (3, 3-7, 3-7,12)")
+    if want("resubmit"):
+        sp = sub.add_parser("resubmit", help="another attempt of some local jobs that ended: ID.k, ID --failed")
+        sp.add_argument("selection", metavar="ID.k", help="ID.k, ID.3-7,12, or ID with --failed")
+        sp.add_argument("--failed", action="store_true", help="every local job that ended FAILED, LOST or CANCELLED")
     if want("status"):
         sp = sub.add_parser("status", help="a grid job in detail")
         sp.add_argument("job_id", metavar="ID")
@@ -462,6 +468,23 @@ def cmd_kill(config: Config, args: Any, out: None) -> int:
     return 0
 
 
+def cmd_resubmit(config: Config, args: Any, out: None) -> int:
+    from jim.cancel import parse_selection  # (lazy: not poll's)
+    from jim.errors import JimError  # (lazy: not poll's)
+    from jim.resubmit import resubmit  # (lazy: not poll's)
+
+    if "." in args.selection:
+        job_id, indices = parse_selection(args.selection)
+        chosen: list[int] | None = indices
+    elif args.failed:
+        job_id, chosen = args.selection, None
+    else:
+        raise JimError(f"{args.selection[:200]!r}: name local jobs (ID.k, ID.3-7,12) or give --failed")
+    for index, attempt in resubmit(config, job_id, chosen, failed=args.failed).items():
+        print(f"{job_id}.{index} attempt {attempt} PLANNED")
+    return 0
+
+
 def cmd_status(config: Config, args: Any, out: None) -> int:
     from jim.db import Database  # (lazy: not poll's)
     from jim.paths import Home  # (lazy: not poll's)
@@ -564,6 +587,7 @@ COMMANDS: dict[str, Callable[[Config, Any, Any], int]] = {
     "poll": cmd_poll,
     "cancel": cmd_cancel,
     "kill": cmd_kill,
+    "resubmit": cmd_resubmit,
     "status": cmd_status,
     "list": cmd_list,
     "plan": cmd_plan,

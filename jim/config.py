@@ -32,6 +32,13 @@ Example (every key optional)::
     lost_grace = 60.0                 # absent with no evidence this long -> LOST
     idle_exit = 30.0                  # the monitor exits after this long with nothing active
 
+    [retry]                           # local jobs that ended through no fault of their own
+    max_attempts = 3                  # attempts in all (1: never retried)
+    cool_off = 60.0                   # seconds before the 2nd attempt, then x cool_off_factor
+    cool_off_factor = 2.0
+    max_cool_off = 3600.0
+    exit_codes = []                   # exit codes worth another attempt (none by default)
+
     [deadlines]
     cancel_grace = 5.0                # wait for wrappers to flush after a kill
     lock = 10.0                       # wait this long for a record's lock
@@ -103,6 +110,23 @@ class MonitorConfig:
 
 
 @dataclass(frozen=True)
+class RetryConfig:
+    """``[retry]``: when a local job that ended through no fault of its own runs again (see jim.retry)."""
+
+    max_attempts: int = 3
+    """Attempts a local job gets in all, the first included (1: never retried)."""
+    cool_off: float = 60.0
+    """Seconds before the second attempt is submitted."""
+    cool_off_factor: float = 2.0
+    """Each later attempt waits this many times longer than the one before."""
+    max_cool_off: float = 3600.0
+    """The longest wait before an attempt."""
+    exit_codes: tuple[int, ...] = ()
+    """Exit codes of a local job that ran to its end that are worth another attempt (none by
+    default: a job's own failure is not retried; a job type may name its own, see Handler)."""
+
+
+@dataclass(frozen=True)
 class Deadlines:
     cancel_grace: float = 5.0
     """Seconds the wrappers get to write their exit-code files after a cancel."""
@@ -129,6 +153,7 @@ class Config:
     batch: BatchConfig = BatchConfig()
     monitor: MonitorConfig = MonitorConfig()
     deadlines: Deadlines = Deadlines()
+    retry: RetryConfig = RetryConfig()
     handlers: dict[str, dict[str, Any]] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     advertise: AdvertiseConfig = AdvertiseConfig()
@@ -171,11 +196,25 @@ def _section(cls: type[T], table: dict[str, Any], where: str) -> T:
     return cls(**kwargs)
 
 
+def _retry_section(table: dict[str, Any]) -> RetryConfig:
+    codes = table.pop("exit_codes", [])
+    if not isinstance(codes, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= 255 for c in codes
+    ):
+        raise ConfigError(f"[retry].exit_codes: expected a list of exit codes 1-255, got {codes!r}")
+    retry = dataclasses.replace(_section(RetryConfig, table, "[retry]"), exit_codes=tuple(sorted(set(codes))))
+    if retry.max_attempts < 1:
+        raise ConfigError("[retry].max_attempts must be at least 1 (1: never retried)")
+    if retry.cool_off_factor < 1.0:
+        raise ConfigError("[retry].cool_off_factor must be at least 1")
+    return retry
+
+
 def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str] | None = None) -> Config:
     """A Config from an already-parsed TOML document."""
     env = os.environ if env is None else env
     data = dict(data)
-    allowed = {"jim", "site", "batch", "monitor", "deadlines", "handlers", "resources", "advertise"}
+    allowed = {"jim", "site", "batch", "monitor", "deadlines", "retry", "handlers", "resources", "advertise"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
@@ -201,6 +240,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
         raise ConfigError("[site].max_cpu_per_job is smaller than recommended_cpu_per_job")
     if not 0.0 <= site.max_failed_fraction <= 1.0:
         raise ConfigError("[site].max_failed_fraction must be between 0 and 1")
+    retry = _retry_section(dict(data.get("retry", {})))
     handlers = data.get("handlers", {})
     if not isinstance(handlers, dict) or not all(isinstance(v, dict) for v in handlers.values()):
         raise ConfigError("[handlers] must hold one table per job type, e.g. [handlers.montecarlo]")
@@ -210,6 +250,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
         batch=batch,
         monitor=_section(MonitorConfig, data.get("monitor", {}), "[monitor]"),
         deadlines=_section(Deadlines, data.get("deadlines", {}), "[deadlines]"),
+        retry=retry,
         handlers={k: dict(v) for k, v in handlers.items()},
         resources=dict(data.get("resources", {})),
         advertise=_section(AdvertiseConfig, data.get("advertise", {}), "[advertise]"),

@@ -7,6 +7,11 @@ Layout (see :mod:`jim.paths`)::
     db/index.xml    one <job> line per grid job, for listing without parsing every record
     db/jim.xsl      the stylesheet that makes a browser render <id>.xml as a page
 
+A local job's own attributes are its current (last) attempt's: its state,
+tag, batch id, times, exit code and evidence.  Each earlier attempt is one
+``<attempt>`` element (:meth:`LocalJob.new_attempt`), with why the next one
+was made (``retryReason``) and who asked (``retryBy``, for a resubmission).
+
 Every write is an atomic replace (temporary file in the same directory,
 ``fsync``, ``os.replace``), and every read-modify-write holds the grid job's
 lock (:func:`jim.locks.locked`) with a timeout.  Readers never lock: they see
@@ -25,6 +30,13 @@ A grid job record::
           <slice firstEvent="1" lastEvent="250" events="250"/>
           <history><state name="QUEUED" at="..."/>...</history>
           <progress><phase name="d0gstar" done="117" total="250" at="..."/></progress>
+        </localjob>
+        <localjob index="1" tag="<id>.1.2" attempt="2" state="RUNNING" batchId="..." node="cn2" ...>
+          ...
+          <attempts>
+            <attempt n="1" tag="<id>.1" batchId="..." node="cn1" state="FAILED" evidence="batch"
+                     cause="NODE_FAIL" reason="..." retryReason="node failure (NODE_FAIL)" retryAt="..."/>
+          </attempts>
         </localjob>
       </localjobs>
       <outputs tar="..." at="..."/>
@@ -47,6 +59,7 @@ from lxml import etree
 
 from jim import summary
 from jim.errors import DatabaseError, JobNotFound
+from jim.jobid import local_tag
 from jim.locks import locked
 from jim.paths import Home
 from jim.states import Evidence, GramState, LocalState, aggregate_counts, grid_exit_code, may_transition
@@ -211,6 +224,70 @@ class LocalJob:
                 self.el.set("exitCode", str(int(exit_code)))
         return True
 
+    # -- attempts ----------------------------------------------------------------
+    @property
+    def attempt(self) -> int:
+        """The number of the current attempt (1 until a retry or a resubmission)."""
+        v = self.el.get("attempt")
+        return int(v) if v else 1
+
+    @property
+    def dir_key(self) -> tuple[int, int]:
+        """(index, attempt): what names the current attempt's directory (see :func:`jim.jobid.local_dir_name`)."""
+        return self.index, self.attempt
+
+    def past_attempts(self) -> list[dict[str, str]]:
+        """The attempts before the current one, oldest first: the attributes of each <attempt>."""
+        return [{str(k): str(v) for k, v in a.attrib.items()} for a in self.el.iterfind("attempts/attempt")]
+
+    def new_attempt(
+        self, reason: str, *, by: str | None = None, retry_after: float | None = None, at: float | None = None
+    ) -> int:
+        """Close the current attempt, which must have ended, into <attempts> (with why the next one
+        is made, and who asked for it) and make this local job PLANNED again as the next attempt,
+        with its own tag; returns the new attempt's number.  ``retry_after``: not submitted before."""
+        if not self.state.terminal:
+            raise ValueError(f"local job {self.index}: attempt {self.attempt} has not ended")
+        stamp = now_iso(at)
+        n = self.attempt
+        el = self.el
+        closed = {"n": str(n)}
+        for name in _ATTEMPT_ATTRIBUTES:
+            value = el.get(name)
+            if value is not None:
+                closed[name] = value
+                del el.attrib[name]
+        if el.get("queue"):
+            closed["queue"] = el.get("queue", "")
+        for name in _CURRENT_ONLY:
+            if name in el.attrib:
+                del el.attrib[name]
+        closed["retryReason"] = _clean(reason)[:500]
+        closed["retryAt"] = stamp
+        if by:
+            closed["retryBy"] = _clean(by)[:100]
+        attempts = el.find("attempts")
+        if attempts is None:
+            attempts = etree.SubElement(el, "attempts")
+        etree.SubElement(attempts, "attempt", closed)
+        grid_id = required(el, "MasterJobID")
+        el.set("attempt", str(n + 1))
+        el.set("tag", local_tag(grid_id, self.index, n + 1))
+        el.set("state", LocalState.PLANNED.value)
+        el.set("HerdState", "WillSplit")
+        if retry_after is not None:
+            el.set("retryAfter", now_iso(retry_after))
+        for p in list(child(el, "progress")):
+            child(el, "progress").remove(p)
+        why = f"attempt {n + 1}: {_clean(reason)}"[:500]
+        etree.SubElement(child(el, "history"), "state", name=LocalState.PLANNED.value, at=stamp, reason=why)
+        return n + 1
+
+    @property
+    def retry_after(self) -> float | None:
+        """When the current attempt may be submitted (a retry's cool-off), if it must wait."""
+        return parse_iso(self.el.get("retryAfter"))
+
     def entered(self, state: LocalState) -> float | None:
         """When this local job last entered ``state`` (from its history)."""
         for entry in reversed(child(self.el, "history")):
@@ -237,6 +314,28 @@ class LocalJob:
             (required(p, "name"), int(required(p, "done")), int(required(p, "total")))
             for p in child(self.el, "progress")
         ]
+
+
+#: What an attempt leaves in its <attempt> element when the next one is made: the current attempt's
+#: attributes of a <localjob>.
+_ATTEMPT_ATTRIBUTES = (
+    "tag",
+    "batchId",
+    "host",
+    "node",
+    "submitted",
+    "started",
+    "ended",
+    "state",
+    "exitCode",
+    "evidence",
+    "reason",
+    "cause",
+    "killedBy",
+)
+#: Attributes of the current attempt that a new attempt starts without (and that are not kept).
+_CURRENT_ONLY = ("heartbeat", "absentSince", "retryAfter")
+_RETRIES = etree.XPath("count(localjobs/localjob/attempts/attempt)")
 
 
 class GridJob:
@@ -415,10 +514,17 @@ class GridJob:
             el.set("batchId", _clean(bid))
             el.set("HerdState", "Splitted")
             el.set("state", queued)
+            if "retryAfter" in el.attrib:
+                del el.attrib["retryAfter"]
             if not el.get("submitted"):
                 el.set("submitted", queued_at)
             n += 1
         return n
+
+    def retries(self) -> int:
+        """How many attempts of its local jobs were followed by another (retries and resubmissions)."""
+        found = _RETRIES(self.root)
+        return int(found) if isinstance(found, float) else 0
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

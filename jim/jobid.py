@@ -39,3 +39,43 @@ def valid_job_id(job_id: object) -> bool:
         and 6 <= len(parts[2]) <= 12
         and _HEX.issuperset(parts[2])
     )
+
+
+# ---------------------------------------------------------------------------
+# local jobs: their tags and work directories, per attempt
+# ---------------------------------------------------------------------------
+
+
+def local_tag(job_id: str, index: int, attempt: int = 1) -> str:
+    """jim's tag of attempt ``attempt`` of local job ``index``: ``<id>.<index>`` for the first,
+    ``<id>.<index>.<attempt>`` for the others (an id has no dot: the form cannot be ambiguous)."""
+    return f"{job_id}.{int(index)}" if attempt <= 1 else f"{job_id}.{int(index)}.{int(attempt)}"
+
+
+def parse_local_tag(tag: str) -> tuple[str, int, int] | None:
+    """(grid job id, index, attempt) from a tag made by :func:`local_tag`, else None."""
+    parts = tag.split(".")
+    if len(parts) not in (2, 3) or not valid_job_id(parts[0]):
+        return None
+    nums = parts[1:]
+    if not all(p.isascii() and p.isdigit() and len(p) <= 9 for p in nums):
+        return None
+    attempt = int(nums[1]) if len(nums) == 2 else 1
+    if len(nums) == 2 and attempt < 2:
+        return None  # the first attempt's tag never carries its number
+    return parts[0], int(nums[0]), attempt
+
+
+def local_dir_name(index: int, attempt: int = 1) -> str:
+    """The name of an attempt's directory under ``jobs/<id>/local/``: ``<index>``, or
+    ``<index>.<attempt>`` after the first, so that a late attempt never writes into the next one's."""
+    return str(int(index)) if attempt <= 1 else f"{int(index)}.{int(attempt)}"
+
+
+def parse_local_dir_name(name: str) -> tuple[int, int] | None:
+    """(index, attempt) from a name made by :func:`local_dir_name`, else None."""
+    index, dot, attempt = name.partition(".")
+    if not (index.isascii() and index.isdigit()) or (dot and not (attempt.isascii() and attempt.isdigit())):
+        return None
+    n = int(attempt) if dot else 1
+    return (int(index), n) if n >= 1 and (not dot or n >= 2) else None

@@ -89,12 +89,20 @@ def read(job_dir: Path) -> dict[int, float]:
 
 def in_flight(job: GridJob, intents: dict[int, float]) -> list[str]:
     """Tags of the local jobs whose submission has an unknown outcome: journaled (or, in records
-    of older versions, SUBMITTING) and without a batch id."""
+    of older versions, SUBMITTING) and without a batch id.  The journal line must be newer than the
+    current attempt: an earlier attempt's line says nothing of this one (its tag is another)."""
     return [
         lj.tag
         for lj in job.local_jobs()
         if not lj.batch_id
-        and (lj.state is LocalState.SUBMITTING or (lj.state is LocalState.PLANNED and lj.index in intents))
+        and (
+            lj.state is LocalState.SUBMITTING
+            or (
+                lj.state is LocalState.PLANNED
+                and lj.index in intents
+                and (lj.attempt == 1 or intents[lj.index] >= (lj.entered(LocalState.PLANNED) or 0.0) - 1e-3)
+            )
+        )
     ]
 
 

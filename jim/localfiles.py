@@ -1,4 +1,5 @@
-"""What jim's wrapper leaves in a local job's directory, ``jobs/<id>/local/<k>/``, read back.
+"""What jim's wrapper leaves in a local job's directory, read back: ``jobs/<id>/local/<k>/``
+(``<k>.<n>/`` for attempt n > 1).
 
 The wrapper (``sandbox/wrapper.py``, stdlib only, on the worker node) is the
 only writer; this module is the only reader on jim's side:
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jim.jobid import parse_local_dir_name
 from jim.safeio import open_regular, read_at_most, read_regular
 
 #: The tail of a progress file that is read (a job that writes without end costs no more).
@@ -46,6 +48,11 @@ class ExitFile:
     def succeeded(self) -> bool:
         """Exit code 0, and not because a signal (a cancel) stopped the job first."""
         return self.code == 0 and "terminated_by" not in self.info
+
+    @property
+    def wrapper_failed(self) -> bool:
+        """The wrapper failed before it ran the job's command (the node's fault, not the job's)."""
+        return "wrapper_error" in self.info
 
     @property
     def reason(self) -> str:
@@ -159,19 +166,21 @@ def _progress_line(raw: bytes) -> tuple[str, int, int] | None:
     return name, int(m.group(2)), int(m.group(3))
 
 
-def started_dirs(local_root: Path) -> dict[int, tuple[int, int]]:
-    """Local jobs whose wrapper has started (their directory exists): index -> (dir mtime, progress mtime).
+def started_dirs(local_root: Path) -> dict[tuple[int, int], tuple[int, int]]:
+    """Attempts of local jobs whose wrapper has started (their directory exists):
+    (index, attempt) -> (dir mtime, progress mtime).
 
     One ``scandir`` per grid job instead of three failed opens per local job
     that has not started yet (thousands, while a big grid job waits in the queue).
     """
-    out: dict[int, tuple[int, int]] = {}
+    out: dict[tuple[int, int], tuple[int, int]] = {}
     try:
         entries = list(os.scandir(local_root))
     except OSError:  # none yet, or not a directory jim can read: no wrapper has started there
         return out
     for e in entries:
-        if not e.name.isdigit():
+        key = parse_local_dir_name(e.name)
+        if key is None:
             continue
         try:
             d = e.stat().st_mtime_ns
@@ -181,5 +190,5 @@ def started_dirs(local_root: Path) -> dict[int, tuple[int, int]]:
                 p = 0
         except OSError:
             continue
-        out[int(e.name)] = (d, p)
+        out[key] = (d, p)
     return out

@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jim import background, localfiles, seg
+from jim import background, localfiles, retry, seg
 from jim.adapters import get_adapter
 from jim.adapters.base import Adapter, BatchStatus, QueryResult
 from jim.config import Config
@@ -50,7 +50,7 @@ from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.outputs import finalize
 from jim.paths import Home
-from jim.states import Evidence, LocalState
+from jim.states import EndCause, Evidence, LocalState
 from jim.timestamps import now_iso, parse_iso
 
 log = logging.getLogger("jim.monitor")
@@ -131,8 +131,8 @@ class _Seen:
     """What the monitor last applied to a grid job, so that an unchanged job costs no parse."""
 
     mtime: int
-    batch_ids: dict[str, int]
-    """Batch id -> local job index, of its active local jobs."""
+    batch_ids: dict[str, tuple[int, int]]
+    """Batch id -> (local job index, attempt), of its active local jobs."""
     signature: object = None
     newest: float = 0.0
     """When its latest local job was queued."""
@@ -140,7 +140,7 @@ class _Seen:
     @classmethod
     def of(cls, mtime: int, job: GridJob, signature: object = None) -> _Seen:
         local_jobs = job.local_jobs()
-        active = {lj.batch_id: lj.index for lj in local_jobs if lj.batch_id and not lj.state.terminal}
+        active = {lj.batch_id: lj.dir_key for lj in local_jobs if lj.batch_id and not lj.state.terminal}
         newest = max((lj.entered(LocalState.QUEUED) or 0.0 for lj in local_jobs), default=0.0)
         return cls(mtime, active, signature, newest)
 
@@ -156,6 +156,8 @@ class Memo:
     """Grid job -> passes in a row that failed on it (see :func:`_contain`)."""
     given_up: set[str] = field(default_factory=set)
     """Grid jobs that could not even be marked FAILED: no longer looked at by this monitor."""
+    rule: retry.Rule | None = None
+    """The retry rule (its job types' hooks looked up once)."""
 
 
 def refresh(
@@ -248,13 +250,22 @@ def _accounting(
 
 
 def _with_exit_file(db: Database, memo: Memo, absent: set[str]) -> set[str]:
-    """Those of ``absent`` whose wrapper wrote an exit-code file (no accounting needed for them)."""
-    return {
-        bid
-        for job_id, seen in memo.seen.items()
-        for bid, index in seen.batch_ids.items()
-        if bid in absent and localfiles.has_exit(db.home.local_dir(job_id, index))
-    }
+    """Those of ``absent`` whose wrapper wrote an exit-code file that tells all (no accounting needed
+    for them).  A job stopped by a signal it did not ask for still needs the accounting: it says
+    whether a preemption or a node failure sent it."""
+    out = set()
+    for job_id, seen in memo.seen.items():
+        for bid, key in seen.batch_ids.items():
+            if bid in absent:
+                d = db.home.local_dir(job_id, *key)
+                if localfiles.has_exit(d) and not _signalled(d):
+                    out.add(bid)
+    return out
+
+
+def _signalled(local_dir: Path) -> bool:
+    ec = localfiles.read_exit(local_dir)
+    return ec is not None and ("terminated_by" in ec.info or "signal" in ec.info)
 
 
 def _signature(
@@ -262,7 +273,7 @@ def _signature(
     seen: _Seen,
     result: QueryResult,
     accounting: dict[str, BatchStatus],
-    dirs: dict[int, tuple[int, int]],
+    dirs: dict[tuple[int, int], tuple[int, int]],
     now: float,
 ) -> object:
     """Everything a pass would apply to a grid job: when it equals the last one, nothing can change."""
@@ -282,7 +293,7 @@ def _refresh_job(
     mtime: int,
     result: QueryResult,
     accounting: dict[str, BatchStatus],
-    dirs: dict[int, tuple[int, int]],
+    dirs: dict[tuple[int, int], tuple[int, int]],
     now: float,
 ) -> int:
     """Bring one grid job up to date; 1 while it stays active, else 0."""
@@ -294,7 +305,7 @@ def _refresh_job(
     try:
         with db.update(job_id) as rec:
             before = rec.state
-            _apply_all(config, db, adapter, rec, result, accounting, dirs, now, jlog)
+            _apply_all(config, db, adapter, memo, rec, result, accounting, dirs, now, jlog)
         if rec.state is not before:
             jlog.info("grid job %s: %s -> %s", job_id, before.name, rec.state.name)
             seg.emit(rec)
@@ -360,31 +371,57 @@ def _apply_all(
     config: Config,
     db: Database,
     adapter: Adapter,
+    memo: Memo,
     rec: GridJob,
     result: QueryResult,
     accounting: dict[str, BatchStatus],
-    dirs: dict[int, tuple[int, int]],
+    dirs: dict[tuple[int, int], tuple[int, int]],
     now: float,
     jlog: logging.LoggerAdapter[logging.Logger],
 ) -> None:
-    """Apply the pass to every local job of a record (under its lock), cancel overdue holds, aggregate."""
+    """Apply the pass to every local job of a record (under its lock), give the local jobs that
+    ended through no fault of their own another attempt, cancel overdue holds, aggregate."""
     mon = config.monitor
     for lj in rec.local_jobs():
+        was_terminal = lj.state.terminal
+        key = lj.dir_key
         apply_local(
             lj,
-            db.home.local_dir(rec.id, lj.index),
+            db.home.local_dir(rec.id, *key),
             result,
             accounting,
             now=now,
             lost_grace=mon.lost_grace,
             cancelled=rec.cancel_requested,
             accounting_slack=mon.accounting_slack,
-            files=lj.index in dirs,
+            files=key in dirs,
         )
+        if not was_terminal and lj.state.terminal:
+            _ended(config, memo, rec, lj, now, jlog)
     overdue = overdue_holds(rec, now, mon.held_timeout)
     if overdue:
         _cancel_overdue(adapter, overdue, mon.held_timeout, jlog)
     rec.recompute(max_failed_fraction=config.site.max_failed_fraction)
+
+
+def _ended(
+    config: Config, memo: Memo, rec: GridJob, lj: LocalJob, now: float, jlog: logging.LoggerAdapter[logging.Logger]
+) -> None:
+    """An attempt of a local job has just ended: another one if the retry rule says so."""
+    if memo.rule is None:
+        memo.rule = retry.Rule(config)
+    ended = (lj.attempt, lj.state.value, lj.batch_id, lj.get("reason"))
+    why = memo.rule.consider(rec, lj, now)
+    if why is not None:
+        jlog.warning(
+            "local job %d attempt %d (%s, batch id %s: %s) ended through no fault of its own: "
+            "attempt %d in %.0f s (%s)",
+            lj.index,
+            *ended,
+            lj.attempt,
+            (lj.retry_after or now) - now,
+            why,
+        )
 
 
 def _follow_up(
@@ -449,6 +486,8 @@ def apply_local(
     """
     if files:
         merge_reports(lj, local_dir, now)
+        if "node" not in lj.el.attrib:
+            _node_from_wrapper(lj, local_dir)
     if lj.state.terminal or not lj.batch_id or not result.ok:
         return
     cancelled = cancelled or "killedBy" in lj.el.attrib  # (jim kill ID.k: this one is being cancelled)
@@ -460,11 +499,11 @@ def apply_local(
         return  # the (cached) answer predates this job's submission: it says nothing about it
     acct = _own_record(lj, accounting.get(lj.batch_id), accounting_slack)
     if status is not None:
-        _in_queue(lj, status, ec, acct, cancelled)
+        _in_queue(lj, status, ec, acct, cancelled, files)
     elif ec is not None:
-        _terminal_from_exit_file(lj, ec, cancelled)
+        _terminal_from_exit_file(lj, ec, cancelled, acct.cause if acct is not None else None)
     elif acct is not None:
-        _terminal_from_record(lj, acct)
+        _terminal_from_record(lj, acct, files)
     else:
         _absent(lj, now, lost_grace)
 
@@ -479,8 +518,21 @@ def merge_reports(lj: LocalJob, local_dir: Path, now: float) -> None:
         lj.set("heartbeat", now_iso(heartbeat))
 
 
+def _node_from_wrapper(lj: LocalJob, local_dir: Path) -> None:
+    """The worker node's host name, as the wrapper reported it when it started (read once per attempt)."""
+    info = localfiles.read_started(local_dir)
+    host = info.get("host") if info is not None else None
+    if isinstance(host, str) and host:
+        lj.set("node", host[:255])
+
+
 def _in_queue(
-    lj: LocalJob, status: BatchStatus, ec: localfiles.ExitFile | None, acct: BatchStatus | None, cancelled: bool
+    lj: LocalJob,
+    status: BatchStatus,
+    ec: localfiles.ExitFile | None,
+    acct: BatchStatus | None,
+    cancelled: bool,
+    started: bool,
 ) -> None:
     """The batch system shows the job: its state; a terminal one says how it ended by the best evidence."""
     if "absentSince" in lj.el.attrib:
@@ -489,9 +541,10 @@ def _in_queue(
         lj.set("host", status.host)
     if status.state.terminal:
         if ec is not None:
-            _terminal_from_exit_file(lj, ec, cancelled)
+            cause = status.cause or (acct.cause if acct is not None else None)
+            _terminal_from_exit_file(lj, ec, cancelled, cause)
         else:
-            _terminal_from_record(lj, acct if acct is not None else status)
+            _terminal_from_record(lj, acct if acct is not None else status, started)
     elif not (ec is not None and status.state is LocalState.RUNNING):  # (else: the wrapper has ended, the
         lj.set_state(status.state, reason=status.reason)  # batch system has not noticed yet)
 
@@ -510,7 +563,13 @@ def _absent(lj: LocalJob, now: float, lost_grace: float) -> None:
         )
 
 
-def _terminal_from_exit_file(lj: LocalJob, ec: localfiles.ExitFile, cancelled: bool) -> None:
+def _terminal_from_exit_file(
+    lj: LocalJob, ec: localfiles.ExitFile, cancelled: bool, cause: EndCause | None = None
+) -> None:
+    """The wrapper's exit-code file says how the job ended.  ``cause``: why the batch system says
+    it ended (a job killed by a preemption's signal writes its file too), recorded with it."""
+    if ec.wrapper_failed:
+        cause = EndCause.WRAPPER_FAILED
     if ec.succeeded:
         lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
     elif cancelled:
@@ -520,7 +579,10 @@ def _terminal_from_exit_file(lj: LocalJob, ec: localfiles.ExitFile, cancelled: b
         reason = f"killed by {killed_by}" if killed_by else "cancelled"
         lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=ec.code, reason=reason)
     else:
-        lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=ec.code or 1, reason=ec.reason)
+        reason = f"{ec.reason}; {cause.describe()}" if cause is not None else ec.reason
+        if lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=ec.code or 1, reason=reason):
+            if cause is not None:
+                lj.set("cause", cause.value)
 
 
 def _own_record(lj: LocalJob, record: BatchStatus | None, slack: float) -> BatchStatus | None:
@@ -535,8 +597,9 @@ def _own_record(lj: LocalJob, record: BatchStatus | None, slack: float) -> Batch
     return record
 
 
-def _terminal_from_record(lj: LocalJob, st: BatchStatus) -> None:
-    """A terminal state from the batch system or its accounting (no exit-code file)."""
+def _terminal_from_record(lj: LocalJob, st: BatchStatus, started: bool = True) -> None:
+    """A terminal state from the batch system or its accounting (no exit-code file).  ``started``:
+    the wrapper's directory exists (a failure before it did is the node's, not the job's)."""
     code = st.exit_code
     if code is None and st.state is LocalState.DONE:
         code = 0
@@ -544,9 +607,13 @@ def _terminal_from_record(lj: LocalJob, st: BatchStatus) -> None:
     reason = st.native or st.reason
     if st.reason and st.reason not in ("None", st.native) and st.evidence is Evidence.BATCH:
         reason = f"{st.native} ({st.reason})" if st.native else st.reason
-    if st.cause is not None:  # why it ended, when the batch system says: "...; node failure (NODE_FAIL)"
-        reason = f"{reason}; {st.cause.describe()}" if reason else st.cause.describe()
-    lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=reason)
+    cause = st.cause
+    if cause is None and st.state is LocalState.FAILED and not started and "node" not in lj.el.attrib:
+        cause = EndCause.NOT_STARTED
+    if cause is not None:  # why it ended, when the batch system says: "...; node failure (NODE_FAIL)"
+        reason = f"{reason}; {cause.describe()}" if reason else cause.describe()
+    if lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=reason) and cause is not None:
+        lj.set("cause", cause.value)
 
 
 def overdue_holds(job: GridJob, now: float, timeout: float) -> list[LocalJob]:

@@ -5,10 +5,16 @@ writes ``<id>.tar.gz`` (in the grid job's directory, or where the
 ``outputtar`` attribute says) holding, under ``<id>/``:
 
 * ``MANIFEST.json`` and ``MANIFEST.txt``: per local job its slice, final
-  state, exit code, evidence, batch id, and which files it left;
+  state, exit code, evidence, batch id, which files it left, and every
+  attempt it took, saying which one counted (the last);
 * ``stdout.<k>[.<batch id>]``, ``stderr.<k>[...]``, ``wrapper.<k>[...].log``
-  for every local job ``k`` (the file name stem plus the local job's suffix);
-* the outputs each local job produced (already suffixed by the wrapper);
+  for every local job ``k`` (the file name stem plus the local job's suffix),
+  of the attempt that counted;
+* the outputs each local job produced in the attempt that counted (already
+  suffixed by the wrapper); an earlier attempt's outputs are never gathered,
+  so a late first attempt cannot stand beside or over the second's results;
+* ``attempts/`` the stdout, stderr and wrapper log of each earlier attempt
+  (``stdout.<k>.a<n>[.<batch id>]``...), for a look at why it ended;
 * ``jim.log`` (jim's log of this grid job) and ``record.xml`` (its database record).
 
 It also writes the merged stdout and stderr of the local jobs, in local-job
@@ -48,6 +54,7 @@ from typing import Any, BinaryIO
 from jim.db import Database, GridJob
 from jim.errors import InvalidAttribute
 from jim.jobdesc import JobDescription, Value
+from jim.jobid import local_dir_name
 from jim.locks import locked
 from jim.log import for_job
 from jim.safeio import open_regular
@@ -56,9 +63,10 @@ from jim.timestamps import now_iso
 MAX_MERGED = 64 * 1024 * 1024  # never copy more than this much merged output
 
 
-def _suffix(index: int, batch_id: str | None) -> str:
+def _suffix(index: int, batch_id: str | None, attempt: int = 1) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", batch_id or "")
-    return f"{index}.{safe}" if safe else str(index)
+    base = f"{index}.a{attempt}" if attempt > 1 else str(index)
+    return f"{base}.{safe}" if safe else base
 
 
 def tar_path_for(db: Database, job: GridJob) -> Path:
@@ -178,8 +186,9 @@ def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) ->
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
         for lj in job.local_jobs():
             k = lj.index
-            d = home.local_dir(job.id, k)
+            d = home.local_dir(job.id, k, lj.attempt)
             sfx = _suffix(k, lj.batch_id)
+            attempts = _earlier_attempts(tar, home.job_dir(job.id) / "local", root, k, lj.past_attempts())
             files = []
             for name, arc in (
                 ("stdout", f"stdout.{sfx}"),
@@ -209,6 +218,22 @@ def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) ->
                     "progress": [{"name": n, "done": a, "total": b} for n, a, b in lj.progress],
                     "files": files,
                     "directory_missing": not d.is_dir(),
+                    "attempt": lj.attempt,
+                    "attempts": [
+                        *attempts,
+                        {
+                            "n": lj.attempt,
+                            "tag": lj.tag,
+                            "batch_id": lj.batch_id,
+                            "node": lj.get("node") or lj.get("host"),
+                            "state": lj.state.value,
+                            "exit_code": lj.exit_code,
+                            "evidence": lj.evidence,
+                            "reason": lj.get("reason"),
+                            "counted": True,
+                            "files": files,
+                        },
+                    ],
                 }
             )
         _add_file(tar, home.job_dir(job.id) / "jim.log", f"{root}/jim.log")
@@ -219,6 +244,43 @@ def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) ->
         tar.close()
         raw.flush()
         os.fsync(raw.fileno())
+
+
+def _earlier_attempts(
+    tar: tarfile.TarFile, local_root: Path, root: str, index: int, past: list[dict[str, str]]
+) -> list[dict[str, Any]]:
+    """The MANIFEST entries of a local job's earlier attempts; their logs go under ``attempts/``."""
+    out = []
+    for a in past:
+        n = int(a["n"])
+        d = local_root / local_dir_name(index, n)
+        sfx = _suffix(index, a.get("batchId"), n)
+        files = []
+        for name, arc in (
+            ("stdout", f"attempts/stdout.{sfx}"),
+            ("stderr", f"attempts/stderr.{sfx}"),
+            ("wrapper.log", f"attempts/wrapper.{sfx}.log"),
+        ):
+            if _add_file(tar, d / name, f"{root}/{arc}"):
+                files.append(arc)
+        code = a.get("exitCode")
+        out.append(
+            {
+                "n": n,
+                "tag": a.get("tag"),
+                "batch_id": a.get("batchId"),
+                "node": a.get("node") or a.get("host"),
+                "state": a.get("state"),
+                "exit_code": int(code) if code not in (None, "") else None,
+                "evidence": a.get("evidence"),
+                "reason": a.get("reason"),
+                "counted": False,
+                "next": a.get("retryReason"),
+                "next_by": a.get("retryBy"),
+                "files": files,
+            }
+        )
+    return out
 
 
 def _add_bytes(tar: tarfile.TarFile, arcname: str, data: bytes) -> None:
@@ -235,6 +297,7 @@ def _manifest_text(m: dict) -> str:
         "",
         f"{'#':>5}  {'state':<10} {'exit':>4}  {'evidence':<20} {'batch id':<24} slice",
     ]
+    retried = []
     for lj in m["local_jobs"]:
         sl = " ".join(f"{k}={v}" for k, v in lj["slice"].items())
         lines.append(
@@ -242,6 +305,21 @@ def _manifest_text(m: dict) -> str:
             f"{lj['evidence'] or '':<20} {lj['batch_id'] or '':<24} {sl}"
             + ("  [directory missing]" if lj["directory_missing"] else "")
         )
+        if len(lj["attempts"]) > 1:
+            retried.append(lj)
+    if retried:
+        lines += ["", "attempts (the last of each local job counted):"]
+        for lj in retried:
+            for a in lj["attempts"]:
+                code = "" if a["exit_code"] is None else a["exit_code"]
+                by = f" (asked by {a['next_by']})" if a.get("next_by") else ""
+                why = f"; then: {a['next']}{by}" if a.get("next") else ""
+                lines.append(
+                    f"{lj['index']:>5}.{a['n']:<3} {a['state'] or '':<10} {code:>4}  {a['batch_id'] or '':<24} "
+                    f"on {a['node'] or '?'}{'  [counted]' if a['counted'] else ''}"
+                    + (f"  {a['reason']}" if a.get("reason") else "")
+                    + why
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -281,7 +359,7 @@ def merge_stdio(db: Database, job: GridJob) -> list[str]:
 def _copy_streams(db: Database, job: GridJob, stream: str, out: BinaryIO) -> None:
     written = 0
     for lj in job.local_jobs():
-        src = db.home.local_dir(job.id, lj.index) / stream
+        src = db.home.local_dir(job.id, lj.index, lj.attempt) / stream
         try:
             fd, _st = open_regular(src, follow=False)
         except OSError:

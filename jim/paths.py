@@ -20,7 +20,7 @@ from pathlib import Path
 
 from jim import summary
 from jim.errors import JobNotFound
-from jim.jobid import valid_job_id
+from jim.jobid import local_dir_name, valid_job_id
 
 
 class Home:
@@ -73,8 +73,9 @@ class Home:
     def job_dir(self, job_id: str) -> Path:
         return self.jobs / self.check_id(job_id)
 
-    def local_dir(self, job_id: str, index: int) -> Path:
-        return self.job_dir(job_id) / "local" / str(int(index))
+    def local_dir(self, job_id: str, index: int, attempt: int = 1) -> Path:
+        """Where the wrapper of one attempt of a local job writes (see :func:`jim.jobid.local_dir_name`)."""
+        return self.job_dir(job_id) / "local" / local_dir_name(index, attempt)
 
     def db_lock(self, job_id: str) -> Path:
         return self.locks / f"{self.check_id(job_id)}.db.lock"

@@ -139,7 +139,8 @@ class EndCause(str, enum.Enum):
     Carried by a terminal batch status (:class:`jim.adapters.base.BatchStatus`) and written
     into the local job's reason; it never changes the state the job ends in.  Each adapter maps
     its own codes to these (Slurm states and reasons, Grid Engine ``failed`` codes, PBS negative
-    exit statuses); a code that says nothing clear gives no cause.
+    exit statuses); a code that says nothing clear gives no cause.  The last two come from jim's
+    own evidence (the wrapper's files), not from a batch system.
     """
 
     NODE_FAIL = "NODE_FAIL"
@@ -156,6 +157,11 @@ class EndCause(str, enum.Enum):
     """Its deadline passed (the job's own)."""
     OUT_OF_MEMORY = "OUT_OF_MEMORY"
     """It used more memory than it was given (the job's own)."""
+    WRAPPER_FAILED = "WRAPPER_FAILED"
+    """jim's wrapper failed before it ran the job's command (the sandbox could not be unpacked on
+    the node, the node's disk was full): the wrapper's exit-code file says so."""
+    NOT_STARTED = "NOT_STARTED"
+    """The batch system says it failed, and jim's wrapper never started on the node."""
 
     @property
     def words(self) -> str:
@@ -175,8 +181,10 @@ _CAUSE_WORDS = {
     "TIMEOUT": "wall-time limit reached",
     "DEADLINE": "deadline passed",
     "OUT_OF_MEMORY": "out of memory",
+    "WRAPPER_FAILED": "the wrapper failed before running the command",
+    "NOT_STARTED": "the wrapper never started",
 }
-_SITE_FAULTS = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "LAUNCH_FAILED"})
+_SITE_FAULTS = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "LAUNCH_FAILED", "WRAPPER_FAILED", "NOT_STARTED"})
 
 
 def site_fault(cause: EndCause | str | None) -> bool:

@@ -224,7 +224,63 @@ def local_row(lj: LocalJob) -> dict[str, Any]:
         "MasterJobID": el.get("MasterJobID"),
         "SplitID": el.get("SplitID"),
         "HerdState": el.get("HerdState"),
+        "node": el.get("node"),
+        "cause": el.get("cause"),
+        "killedBy": el.get("killedBy"),
+        "attempt": lj.attempt,
+        "retryAfter": el.get("retryAfter"),
+        "attempts": attempts_of(lj),
     }
+
+
+def attempts_of(lj: LocalJob) -> list[dict[str, Any]]:
+    """Every attempt of a local job, oldest first, the current (last) one included: the one
+    shape ``jim status --json``, the text view and the web view show."""
+    out: list[dict[str, Any]] = []
+    for a in lj.past_attempts():
+        code = a.get("exitCode")
+        out.append(
+            {
+                "n": int(a["n"]),
+                "tag": a.get("tag"),
+                "batchId": a.get("batchId"),
+                "node": a.get("node") or a.get("host"),
+                "submitted": a.get("submitted"),
+                "started": a.get("started"),
+                "ended": a.get("ended"),
+                "state": a.get("state"),
+                "exitCode": int(code) if code not in (None, "") else None,
+                "evidence": a.get("evidence"),
+                "reason": a.get("reason"),
+                "cause": a.get("cause"),
+                "killedBy": a.get("killedBy"),
+                "retryReason": a.get("retryReason"),
+                "retryBy": a.get("retryBy"),
+                "retryAt": a.get("retryAt"),
+            }
+        )
+    el = lj.el
+    out.append(
+        {
+            "n": lj.attempt,
+            "tag": lj.tag,
+            "batchId": el.get("batchId"),
+            "node": el.get("node") or el.get("host"),
+            "submitted": el.get("submitted"),
+            "started": el.get("started"),
+            "ended": el.get("ended"),
+            "state": el.get("state"),
+            "exitCode": lj.exit_code,
+            "evidence": el.get("evidence"),
+            "reason": el.get("reason"),
+            "cause": el.get("cause"),
+            "killedBy": el.get("killedBy"),
+            "retryReason": None,
+            "retryBy": None,
+            "retryAt": None,
+        }
+    )
+    return out
 
 
 def progress_of(el: Any) -> list[dict[str, Any]]:
@@ -291,5 +347,6 @@ def job_summary(job: GridJob) -> tuple[dict[str, Any], list[tuple[str, int, int,
         "progress": {"done": done_sum, "total": total_sum, "fraction": (done_sum / total_sum) if total_sum else None},
         "outputTar": job.output_tar,
         "failReason": job.fail_reason,
+        "retries": job.retries(),
     }
     return data, [(name, a[0], a[1], a[2]) for name, a in acc.items()]

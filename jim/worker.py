@@ -191,13 +191,20 @@ class _Submission:
             if not waiting:
                 return
             intents = journal.read(self.job_dir)
+            now = time.time()
+            due = [lj for lj in waiting if lj.state is LocalState.SUBMITTING or (lj.retry_after or 0.0) <= now]
             if self.adapter.degraded():
                 self.log.warning("batch system degraded: waiting before submitting %d local jobs", len(waiting))
                 self._pause()
             elif self._reconciled(intents, waiting):
                 continue
-            elif not self._submit(waiting[: self.adapter.max_chunk], intents):
-                break
+            elif not due:  # retries in their cool-off: wait for the first (a cancel is seen meanwhile)
+                self._pause(min(lj.retry_after or now for lj in waiting) - now)
+            else:
+                attempt = due[0].attempt  # one chunk, one attempt: its tags and directories
+                chunk = [lj for lj in due if lj.attempt == attempt][: self.adapter.max_chunk]
+                if not self._submit(chunk, intents):
+                    break
         self.log.info("cancel requested: worker stops submitting")
 
     def _reconciled(self, intents: dict[int, float], waiting: list[LocalJob]) -> bool:
@@ -238,6 +245,7 @@ class _Submission:
             outroot=self.job_dir / "local",
             queue=self.job.plan.get("queue"),
             limits=self.limits,
+            attempt=jobs[0].attempt,
         )
         (self.job_dir / "local").mkdir(mode=0o700, exist_ok=True)
         try:
@@ -272,12 +280,13 @@ class _Submission:
             rec.recompute(max_failed_fraction=self.config.site.max_failed_fraction)
         self.job = rec
 
-    def _pause(self) -> None:
-        """Wait a monitor interval for the batch system, then read the record again.  The monitor
-        must run meanwhile (it notices when the batch system answers again), even when no poll
-        comes (push mode)."""
+    def _pause(self, seconds: float | None = None) -> None:
+        """Wait a monitor interval (or ``seconds``, if shorter) for the batch system or a cool-off,
+        then read the record again.  The monitor must run meanwhile (it notices when the batch
+        system answers again), even when no poll comes (push mode)."""
         background.start_monitor(self.home.root)
-        time.sleep(self.config.monitor.interval)
+        interval = self.config.monitor.interval
+        time.sleep(max(0.05, min(interval, seconds)) if seconds is not None else interval)
         self.job = self.db.read(self.job_id)
 
 

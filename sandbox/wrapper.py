@@ -6,21 +6,23 @@ Static, stdlib only, one file, Python >= 3.6: it runs on the worker node,
 whatever Python that node has.  Everything job-specific comes from the
 sandbox's manifest.json; nothing here is generated.
 
-    python3 wrapper.py --sandbox SANDBOX.tar.gz --outroot DIR (--index K | --index-env VAR [--index-offset N])
+    python3 wrapper.py --sandbox SANDBOX.tar.gz --outroot DIR [--attempt N]
+                       (--index K | --index-env VAR [--index-offset N])
 
 What it does, in order:
 
-1. finds its local job index K and its output directory OUT = DIR/K;
+1. finds its local job index K and its output directory OUT = DIR/K (DIR/K.N for
+   attempt N > 1: a late attempt never writes into the next one's directory);
 2. logs where it landed (host, user, time, Python, cwd, batch ids) to OUT/wrapper.log
    and writes OUT/started;
 3. unpacks the sandbox into a private scratch directory (members that would
    escape it are refused) and runs the local job's argv from the manifest
    there, with stdout and stderr in OUT/stdout and OUT/stderr, and in its
-   environment JIM_INDEX, JIM_TAG, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's
+   environment JIM_INDEX, JIM_TAG, JIM_ATTEMPT, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's
    variables (e.g. JIM_FIRST_EVENT) and JIM_PROGRESS_FILE;
 4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs;
 5. moves the files matching the manifest's output patterns to OUT/outputs/,
-   named <stem>.<K>[.<batch id>]<suffix>;
+   named <stem>.<K>[.a<N>][.<batch id>]<suffix>;
 6. writes OUT/exit_code (atomically): the job's exit code on the first line
    (128+N for a job killed by signal N), then ``key=value`` lines;
 7. exits with the job's exit code, except codes the batch system reserves
@@ -104,6 +106,7 @@ def parse_args(argv):
         "sandbox": None,
         "outroot": None,
         "scratch": None,
+        "attempt": "1",
     }  # type: dict
     it = iter(argv)
     for a in it:
@@ -121,6 +124,9 @@ def parse_args(argv):
             raise SystemExit("wrapper: no --index and no index variable in the environment")
         opts["index"] = int(os.environ[opts["index_env"]]) + int(opts["index_offset"])
     opts["index"] = int(opts["index"])
+    opts["attempt"] = int(opts["attempt"])
+    if opts["attempt"] < 1:
+        raise SystemExit("wrapper: --attempt must be at least 1")
     return opts
 
 
@@ -165,12 +171,24 @@ def batch_id():
     return ""
 
 
-def output_name(name, index, bid):
+def output_name(name, index, bid, attempt=1):
     base = os.path.basename(name)
     stem, dot, suffix = base.partition(".")
     safe_bid = re.sub(r"[^A-Za-z0-9_.-]", "_", bid)
-    mid = "%d.%s" % (index, safe_bid) if safe_bid else "%d" % index
+    mid = "%d" % index + (".a%d" % attempt if attempt > 1 else "")
+    if safe_bid:
+        mid += "." + safe_bid
     return "%s.%s%s%s" % (stem, mid, dot, suffix)
+
+
+def dir_name(index, attempt):
+    """The output directory's name: K, or K.N for attempt N > 1 (as jim.jobid.local_dir_name)."""
+    return "%d" % index if attempt <= 1 else "%d.%d" % (index, attempt)
+
+
+def tag_of(tag, attempt):
+    """The attempt's tag from the manifest's (first-attempt) tag (as jim.jobid.local_tag)."""
+    return tag if attempt <= 1 else "%s.%d" % (tag, attempt)
 
 
 class Heartbeat(threading.Thread):
@@ -196,12 +214,13 @@ class Heartbeat(threading.Thread):
 def main(argv):
     opts = parse_args(argv)
     index = opts["index"]
-    outdir = os.path.join(opts["outroot"], str(index))
+    attempt = opts["attempt"]
+    outdir = os.path.join(opts["outroot"], dir_name(index, attempt))
     if not os.path.isdir(outdir):
         os.makedirs(outdir, 0o700)
     log = Log(os.path.join(outdir, "wrapper.log"))
     bid = batch_id()
-    log("jim wrapper starting: local job %d, batch id %r" % (index, bid))
+    log("jim wrapper starting: local job %d attempt %d, batch id %r" % (index, attempt, bid))
     log(
         "host=%s user=%s pid=%d python=%s platform=%s"
         % (socket.getfqdn(), getpass.getuser(), os.getpid(), platform.python_version(), platform.platform())
@@ -212,7 +231,10 @@ def main(argv):
             log("env %s=%s" % (var, os.environ[var]))
     atomic_write(
         os.path.join(outdir, "started"),
-        json.dumps({"pid": os.getpid(), "host": socket.getfqdn(), "time": time.time(), "batch_id": bid}) + "\n",
+        json.dumps(
+            {"pid": os.getpid(), "host": socket.getfqdn(), "time": time.time(), "batch_id": bid, "attempt": attempt}
+        )
+        + "\n",
     )
 
     scratch_root = opts["scratch"] or os.environ.get("TMPDIR") or tempfile.gettempdir()
@@ -230,7 +252,7 @@ def main(argv):
         if not 0 <= index < len(jobs):
             raise RuntimeError("local job index %d is not in the manifest (%d jobs)" % (index, len(jobs)))
         job = jobs[index]
-        code, info = run_job(manifest, job, index, scratch, outdir, bid, log)
+        code, info = run_job(manifest, job, index, attempt, scratch, outdir, bid, log)
     except Exception as e:  # the exit-code file must be written whatever happens
         log("wrapper error: %s: %s" % (type(e).__name__, e))
         info["wrapper_error"] = "%s: %s" % (type(e).__name__, e)
@@ -247,7 +269,7 @@ def main(argv):
     return 1 if code in reserved else min(code, 255)
 
 
-def run_job(manifest, job, index, scratch, outdir, bid, log):
+def run_job(manifest, job, index, attempt, scratch, outdir, bid, log):
     argv = job["argv"]
     # the environment as bytes: the manifest's values reach the job byte for byte (UTF-8, and
     # the bytes that were not UTF-8 as they came), whatever this node's locale
@@ -260,7 +282,8 @@ def run_job(manifest, job, index, scratch, outdir, bid, log):
     bindir = os.path.join(scratch, "bin")
     ours = {
         "JIM_INDEX": str(index),
-        "JIM_TAG": job["tag"],
+        "JIM_TAG": tag_of(job["tag"], attempt),
+        "JIM_ATTEMPT": str(attempt),
         "JIM_GRID_JOB_ID": manifest["grid_job"],
         "JIM_OUTDIR": outdir,
         "JIM_SCRATCH": scratch,
@@ -315,7 +338,7 @@ def run_job(manifest, job, index, scratch, outdir, bid, log):
         info["signal"] = -rc
     if received:
         info["terminated_by"] = received[0]
-    collect_outputs(manifest.get("outputs", []), scratch, outdir, index, bid, log)
+    collect_outputs(manifest.get("outputs", []), scratch, outdir, index, attempt, bid, log)
     return code, info
 
 
@@ -327,7 +350,7 @@ def hb_started(outdir):
         return time.time()
 
 
-def collect_outputs(patterns, scratch, outdir, index, bid, log):
+def collect_outputs(patterns, scratch, outdir, index, attempt, bid, log):
     if not patterns:
         return
     dest = os.path.join(outdir, "outputs")
@@ -339,7 +362,7 @@ def collect_outputs(patterns, scratch, outdir, index, bid, log):
             if rel == "manifest.json" or rel.startswith("bin" + os.sep) or rel.startswith("inputs" + os.sep):
                 continue
             if any(fnmatch.fnmatch(rel, p) for p in patterns):
-                target = os.path.join(dest, output_name(rel, index, bid))
+                target = os.path.join(dest, output_name(rel, index, bid, attempt))
                 shutil.move(os.path.join(root, name), target)
                 log("output %s -> %s" % (rel, target))
 

@@ -53,6 +53,8 @@ def test_site_fault_is_true_for_the_sites_causes_only():
         EndCause.PREEMPTED,
         EndCause.BOOT_FAIL,
         EndCause.LAUNCH_FAILED,
+        EndCause.WRAPPER_FAILED,
+        EndCause.NOT_STARTED,
     }
     assert not site_fault(None) and not site_fault("") and not site_fault("COMPLETED")
     assert site_fault("NODE_FAIL") and not site_fault("TIMEOUT")  # the stored text works too
@@ -139,7 +141,12 @@ def test_slurm_sacct_end_states_give_their_cause(state, exitcode, cause):
 
 def test_slurm_states_with_a_cause_still_end_failed():
     assert {STATE_MAP[state] for state in STATE_CAUSES} == {LocalState.FAILED}
-    assert set(STATE_CAUSES.values()) == set(EndCause) - {EndCause.LAUNCH_FAILED}  # that one is a reason
+    # launch failure is a reason; the last two are jim's own evidence, not Slurm's
+    assert set(STATE_CAUSES.values()) == set(EndCause) - {
+        EndCause.LAUNCH_FAILED,
+        EndCause.WRAPPER_FAILED,
+        EndCause.NOT_STARTED,
+    }
 
 
 def test_slurm_end_cause_table():
@@ -401,6 +408,7 @@ def _running(jim, job, n, timeout=30.0):
 
 
 def test_node_failure_shows_in_jim_status_json(fjim, fake):
+    """With one attempt (the tests' configuration), a node failure fails the grid job, and says so."""
     job = fjim.submit("&(executable=/bin/sleep)(arguments=60)(count=1)")
     (lj,) = _running(fjim, job, 1)["localJobs"]
     proc = subprocess.run(

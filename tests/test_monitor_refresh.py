@@ -27,7 +27,7 @@ from support.fake_adapter import FakeAdapter, ended
 def site(tmp_path, monkeypatch):
     """A config, a database, a fake batch system; every background process start is recorded, not made."""
     config = parse(
-        {"monitor": {"interval": 0.01, "lost_grace": 60.0, "held_timeout": 600.0}},
+        {"monitor": {"interval": 0.01, "lost_grace": 60.0, "held_timeout": 600.0}, "retry": {"max_attempts": 1}},
         env={"JIM_HOME": str(tmp_path / "home")},
     )
     home = Home(config.home)

@@ -128,6 +128,7 @@ def test_script_quotes_hostile_paths(tmp_path):
         wrapper="/tmp/a b/$(rm -rf x)/w.py",
         sandbox="/s",
         outroot="/o;ls",
+        attempt=2,
         index_env="JIM_PBS_TASK",
         task="0",
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import LocalJobSpec, SubmitChunk, parse_tag_name, tag_name
+from jim.adapters.base import LocalJobSpec, SubmitChunk, TagName, parse_tag_name, tag_name
 from jim.adapters.sge import (
     STATE_MAP,
     SgeAdapter,
@@ -151,6 +151,7 @@ def test_script_quotes_hostile_paths(adapter):
         wrapper="/tmp/a b/$(rm -rf x)/w.py",
         sandbox="/tmp/'q'",
         outroot="/o;ls\n#$ -q evil",
+        attempt=2,
     )
     assert "'/tmp/a b/$(rm -rf x)/w.py'" in text
     assert "'/tmp/'\"'\"'q'\"'\"''" in text
@@ -190,7 +191,10 @@ def test_helpers(tmp_path):
     assert task_ranges([1, 2, 3, 7, 9, 10]) == ["1-3", "7", "9-10"]
     assert split_batch_id("38.7") == ("38", 7) and split_batch_id("99999999_0") is None
     assert split_batch_id("38") is None and split_batch_id("x.1") is None
-    assert parse_tag_name(tag_name(G1, 42)) == (G1, 42)
+    assert parse_tag_name(tag_name(G1, 42)) == TagName(G1, 42, 1)
+    assert parse_tag_name(tag_name(G1, 42, 3)) == TagName(G1, 42, 3) and tag_name(G1, 42, 3) == f"jim.{G1}.42.3"
+    assert TagName(G1, 42, 3).tag(2) == f"{G1}.44.3" and TagName(G1, 42).tag(2) == f"{G1}.44"
+    assert parse_tag_name(f"jim.{G1}.42.1") is None and parse_tag_name(f"jim.{G1}.4.2.1") is None
     assert parse_tag_name("other-job") is None and parse_tag_name("jim.x.y") is None
     assert parse_terse(recorded("qsub-array")) == JOBS["array10"]
     assert parse_terse(recorded("qsub-array-one")) == JOBS["array1"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import LocalJobSpec, SubmitChunk
+from jim.adapters.base import LocalJobSpec, SubmitChunk, TagName
 from jim.adapters.slurm import (
     STATE_MAP,
     SlurmAdapter,
@@ -85,6 +85,7 @@ def test_script_quotes_hostile_paths(adapter):
         wrapper="/tmp/a b/$(rm -rf x)/w.py",
         sandbox="/tmp/'q'",
         outroot="/o;ls",
+        attempt=2,
     )
     assert "'/tmp/a b/$(rm -rf x)/w.py'" in text
     assert "'/o;ls'" in text and "'/tmp/'\"'\"'q'\"'\"''" in text
@@ -100,7 +101,7 @@ def test_sbatch_options_must_be_a_list(tmp_path):
 def test_array_spec_and_tag_names():
     assert array_spec([0, 1, 2, 3]) == "0-3"
     assert array_spec([5, 0, 2, 3, 9, 10]) == "0,2-3,5,9-10"
-    assert parse_tag_name(tag_name("20261122-070000-abcdef01", 42)) == ("20261122-070000-abcdef01", 42)
+    assert parse_tag_name(tag_name("20261122-070000-abcdef01", 42)) == TagName("20261122-070000-abcdef01", 42)
     assert parse_tag_name("jim-rec-mix") is None and parse_tag_name("jim.x.y") is None
 
 

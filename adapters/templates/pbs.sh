@@ -6,5 +6,5 @@
 # or JIM_PBS_TASK (0) for a local job submitted as a job of its own.
 JIM_PBS_TASK=${task}
 export JIM_PBS_TASK
-exec ${python} ${wrapper} --sandbox ${sandbox} --outroot ${outroot} \
+exec ${python} ${wrapper} --sandbox ${sandbox} --outroot ${outroot} --attempt ${attempt} \
     --index-env ${index_env} --index-offset ${offset}

@@ -4,5 +4,5 @@
 # Every value below was quoted for the shell when this script was rendered.
 # Grid Engine options are given on the qsub command line (which also turns
 # off the reading of option lines from this script), not here.
-exec ${python} ${wrapper} --sandbox ${sandbox} --outroot ${outroot} \
+exec ${python} ${wrapper} --sandbox ${sandbox} --outroot ${outroot} --attempt ${attempt} \
     --index-env SGE_TASK_ID --index-offset ${index_offset}

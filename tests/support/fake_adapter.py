@@ -17,7 +17,7 @@ from typing import Any
 from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk
 from jim.errors import QueryError, SubmitError
 from jim.paths import Home
-from jim.states import Evidence, LocalState
+from jim.states import EndCause, Evidence, LocalState
 
 
 @dataclass
@@ -25,6 +25,7 @@ class FakeJob:
     tag: str
     state: LocalState = LocalState.QUEUED
     exit_code: int | None = None
+    cause: EndCause | None = None
 
 
 @dataclass
@@ -77,7 +78,7 @@ class FakeAdapter(Adapter):
         return QueryResult(
             ok=True,
             statuses={
-                bid: BatchStatus(j.state, exit_code=j.exit_code, native=j.state.value, tag=j.tag)
+                bid: BatchStatus(j.state, exit_code=j.exit_code, native=j.state.value, tag=j.tag, cause=j.cause)
                 for bid, j in self.jobs.items()
             },
         )
@@ -113,9 +114,11 @@ class FakeAdapter(Adapter):
         """Every tag submitted, once per submission (a duplicate shows twice)."""
         return sorted(j.tag for j in self.jobs.values())
 
-    def set_state(self, tag: str, state: LocalState, exit_code: int | None = None) -> str:
+    def set_state(
+        self, tag: str, state: LocalState, exit_code: int | None = None, cause: EndCause | None = None
+    ) -> str:
         bid = next(b for b, j in self.jobs.items() if j.tag == tag)
-        self.jobs[bid].state, self.jobs[bid].exit_code = state, exit_code
+        self.jobs[bid].state, self.jobs[bid].exit_code, self.jobs[bid].cause = state, exit_code, cause
         return bid
 
     def vanish(self, tag: str, record: BatchStatus | None = None) -> str:

@@ -35,6 +35,11 @@ idle_exit = 5.0
 
 [deadlines]
 cancel_grace = 3.0
+
+[retry]
+# one attempt: a test of anything else sees each local job end once; the tests of retries
+# (test_retry.py, the multi-node Slurm's) set their own
+max_attempts = 1
 """
 
 

@@ -6,5 +6,5 @@
 # or JIM_PBS_TASK (0) for a local job submitted as a job of its own.
 JIM_PBS_TASK=''
 export JIM_PBS_TASK
-exec /usr/bin/python3 /var/lib/jim/u/jobs/20261122-070000-abcdef01/wrapper.py --sandbox /var/lib/jim/u/jobs/20261122-070000-abcdef01/sandbox.tar.gz --outroot /var/lib/jim/u/jobs/20261122-070000-abcdef01/local \
+exec /usr/bin/python3 /var/lib/jim/u/jobs/20261122-070000-abcdef01/wrapper.py --sandbox /var/lib/jim/u/jobs/20261122-070000-abcdef01/sandbox.tar.gz --outroot /var/lib/jim/u/jobs/20261122-070000-abcdef01/local --attempt 1 \
     --index-env PBS_ARRAYID --index-offset 3

@@ -4,7 +4,7 @@
 # Knobs (environment, all optional):
 #   JIM_TEST_SLURM_CLUSTER_STATE    state dir (absolute)     [/var/tmp/jim-test-slurm-cluster]
 #   JIM_TEST_SLURM_CLUSTER_NODES    number of compute nodes (1-50)        [3]
-#   JIM_TEST_SLURM_CLUSTER_CPUS     CPUs declared per node                [4]
+#   JIM_TEST_SLURM_CLUSTER_CPUS     CPUs declared per node                [8]
 #   JIM_TEST_SLURM_CLUSTER_NET      first three octets of the /24 on the
 #                                   bridge                                [10.77.0]
 #   JIM_TEST_SLURM_CLUSTER_SLURMD_TIMEOUT  SlurmdTimeout: a silent node is
@@ -26,7 +26,7 @@ export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 
 STATE="${JIM_TEST_SLURM_CLUSTER_STATE:-/var/tmp/jim-test-slurm-cluster}"
 NNODES="${JIM_TEST_SLURM_CLUSTER_NODES:-3}"
-CPUS="${JIM_TEST_SLURM_CLUSTER_CPUS:-4}"
+CPUS="${JIM_TEST_SLURM_CLUSTER_CPUS:-8}"
 NET="${JIM_TEST_SLURM_CLUSTER_NET:-10.77.0}"
 SLURMD_TIMEOUT="${JIM_TEST_SLURM_CLUSTER_SLURMD_TIMEOUT:-10}"
 MSG_TIMEOUT="${JIM_TEST_SLURM_CLUSTER_MSG_TIMEOUT:-3}"

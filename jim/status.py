@@ -14,6 +14,10 @@ the slowest first: for a running job the wall time it is heading for
 (elapsed / fraction done, unknown counts as slowest), for the others the
 wall time they took or have waited so far.
 
+A grid job whose local jobs were tried more than once (jim.retry, ``jim resubmit``) also shows
+how many retries there were, a TRY column in the table, and below it every attempt of those
+local jobs (how it ended, why the next one was made and who asked), at most ``rows`` lines.
+
 Every string from the record is shown with control characters replaced, so a
 job name cannot drive the terminal.
 """
@@ -126,7 +130,7 @@ def render_status(data: dict[str, Any], *, rows: int = 20, now: float | None = N
     """What ``jim status ID`` prints: the grid job, its counts and progress, then the local jobs that
     need a look first (see the module docstring), at most ``rows`` of them."""
     now = time.time() if now is None else now
-    lines = _header(data, now) + _counts_and_progress(data) + _local_table(data, rows, now)
+    lines = _header(data, now) + _counts_and_progress(data, now) + _local_table(data, rows, now)
     return "\n".join(lines) + "\n"
 
 
@@ -149,7 +153,7 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
     return lines
 
 
-def _counts_and_progress(data: dict[str, Any]) -> list[str]:
+def _counts_and_progress(data: dict[str, Any], now: float) -> list[str]:
     locals_ = data.get("localJobs") or []
     counts = data.get("counts") or {}
     n = sum(counts.values())
@@ -173,6 +177,7 @@ def _counts_and_progress(data: dict[str, Any]) -> list[str]:
             ]
     finished = sum(c for s, c in counts.items() if s in TERMINAL)
     lines.append(f"  ended      {bar(finished / n if n else None)}  ({finished} of {n} local jobs)")
+    lines += _retries_line(data, now)
     if data.get("outputTar"):
         lines.append(f"  output tar {safe(data['outputTar'])}")
     if data.get("failReason"):
@@ -180,25 +185,112 @@ def _counts_and_progress(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _attempt_count(lj: dict[str, Any]) -> int:
+    """The current attempt's number of a row (1 for a row without one)."""
+    n = lj.get("attempt")
+    return n if isinstance(n, int) and n > 0 else 1
+
+
+def _waits(lj: dict[str, Any], now: float) -> bool:
+    """Whether a local job waits for a retry's cool-off."""
+    after = parse_time(lj.get("retryAfter"))
+    return lj.get("state") == "PLANNED" and after is not None and after > now
+
+
+def _retries_line(data: dict[str, Any], now: float) -> list[str]:
+    """``  retries    4 (3 local jobs resubmitted; 1 waiting for its cool-off)``, when there were any."""
+    locals_ = data.get("localJobs") or []
+    retries = data.get("retries")
+    if not isinstance(retries, int):
+        retries = sum(_attempt_count(lj) - 1 for lj in locals_)
+    if retries <= 0:
+        return []
+    again = sum(1 for lj in locals_ if _attempt_count(lj) > 1)
+    by_hand = sum(1 for lj in locals_ for a in lj.get("attempts") or () if a.get("retryBy"))
+    waiting = sum(1 for lj in locals_ if _waits(lj, now))
+    parts = [f"{again} local job{'' if again == 1 else 's'} resubmitted"]
+    if by_hand:
+        parts.append(f"{by_hand} by hand")
+    if waiting:
+        parts.append(f"{waiting} waiting for {'its' if waiting == 1 else 'their'} cool-off")
+    return [f"  retries    {retries} ({'; '.join(parts)})"]
+
+
 def _local_table(data: dict[str, Any], rows: int, now: float) -> list[str]:
     ordered = sorted(data.get("localJobs") or [], key=lambda lj: sort_key(lj, now))
     if not ordered:
         return []
+    tried = any(_attempt_count(lj) > 1 for lj in ordered)  # the TRY column only when some were retried
+    try_head = f" {'TRY':>3}" if tried else ""
     lines = [
         "",
-        f"  {'#':>5} {'STATE':<10} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} PROGRESS / REASON",
+        f"  {'#':>5} {'STATE':<10}{try_head} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} "
+        "PROGRESS / REASON",
     ]
     for lj in ordered[:rows]:
         ph = "; ".join(f"{safe(p['name'])} {p['done']}/{p['total']}" for p in lj.get("progress") or ())
         reason = safe(lj.get("reason"))[:120]
         info = " | ".join(x for x in (reason if lj["state"] != "DONE" else "", ph) if x)
         code = "" if lj.get("exitCode") is None else str(lj["exitCode"])
+        attempt = f" {_attempt_count(lj):>3}" if tried else ""
         lines.append(
-            f"  {lj['index']:>5} {safe(lj['state']):<10} {code:>4} {duration(elapsed(lj, now)):>7}  "
+            f"  {lj['index']:>5} {safe(lj['state']):<10}{attempt} {code:>4} {duration(elapsed(lj, now)):>7}  "
             f"{safe(lj.get('batchId') or '-'):<22} {safe(lj.get('evidence')):<18} {info}".rstrip()
         )
     if len(ordered) > rows:
         lines.append(f"  ... {len(ordered) - rows} more local jobs (jim status {safe(data['id'])} --json for all)")
+    if tried:
+        lines += _attempts_section(data, [lj for lj in ordered if _attempt_count(lj) > 1], rows, now)
+    return lines
+
+
+def _attempt_info(a: dict[str, Any], lj: dict[str, Any], current: bool, now: float) -> str:
+    """How one attempt ended, then why the next one was made and who asked (or that it is the current one)."""
+    reason = safe(a.get("reason"))[:120]
+    cause = safe(a.get("cause"))[:40]
+    ended = [cause] if cause and cause not in reason else []
+    if reason and reason != a.get("state"):
+        ended.append(reason)
+    if a.get("killedBy"):
+        ended.append(f"killed by {safe(a['killedBy'])[:40]}")
+    if current:
+        after = "current attempt"
+        if _waits(lj, now):
+            left = duration((parse_time(lj.get("retryAfter")) or now) - now)
+            after += f", waits for its cool-off until {safe(lj.get('retryAfter'))} ({left} left)"
+    else:
+        who = f"asked by {safe(a['retryBy'])[:40]}" if a.get("retryBy") else "by jim"
+        after = f"next attempt: {safe(a.get('retryReason'))[:120]} ({who}, {safe(a.get('retryAt'))})"
+    return " | ".join([*ended, after])
+
+
+def _attempts_section(data: dict[str, Any], retried: list[dict[str, Any]], rows: int, now: float) -> list[str]:
+    """Every attempt of the local jobs tried more than once, in the table's order, at most ``rows`` lines."""
+    lines = [
+        "",
+        "  attempts of the local jobs tried more than once (ID.k.n: local job k, attempt n)",
+        f"  {'k.n':>9} {'STATE':<10} {'EXIT':>4}  {'BATCH ID':<22} {'NODE':<16} ENDED | WHY THE NEXT ATTEMPT",
+    ]
+    shown = total = 0
+    for lj in retried:
+        attempts = lj.get("attempts") or []
+        for i, a in enumerate(attempts):
+            total += 1
+            if shown >= rows:
+                continue
+            shown += 1
+            code = "" if a.get("exitCode") is None else str(a["exitCode"])
+            label = f"{lj['index']}.{safe(a.get('n'))}"
+            info = _attempt_info(a, lj, i == len(attempts) - 1, now)
+            lines.append(
+                f"  {label:>9} {safe(a.get('state')):<10} {code:>4}  {safe(a.get('batchId') or '-'):<22} "
+                f"{safe(a.get('node') or '-'):<16} {info}".rstrip()
+            )
+    if total > shown:
+        lines.append(
+            f"  ... {total - shown} more attempts of {len(retried)} local jobs tried more than once"
+            f" (jim status {safe(data['id'])} --json for all)"
+        )
     return lines
 
 

@@ -9,9 +9,12 @@ with a reason full of markup.
 
 from __future__ import annotations
 
+import html
+import html.parser
 import re
 
 import pytest
+from lxml import etree
 
 from jim import background, worker
 from jim.config import parse
@@ -28,6 +31,45 @@ from support.fake_adapter import FakeAdapter
 
 EVIL_REASON = """<script>alert("why")</script> & 'quotes' </td><img src=x onerror=alert(1)>"""
 EVIL_USER = "<b>mallory</b>"
+
+
+class Elements(html.parser.HTMLParser):
+    """Tags and text of a page, as a browser's parser sees them."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    @property
+    def all_text(self) -> str:
+        return " ".join(" ".join(self.text).split())
+
+
+def assert_no_markup_from(page: str) -> None:
+    """Nothing of EVIL_REASON or EVIL_USER became an element or an attribute: both are shown as text."""
+    parsed = Elements(page)
+    tags = [t for t, _ in parsed.tags]
+    assert "script" not in tags and "img" not in tags
+    assert not any(k.startswith("on") for _, a in parsed.tags for k in a)
+    assert not any(t == "b" and not a for t, a in parsed.tags), "a <b> from the user name"
+    assert " ".join(EVIL_REASON.split()) in parsed.all_text
+    assert EVIL_USER in parsed.all_text
+
+
+def attempt_rows(page: str, index: int) -> list[str]:
+    """The text of each attempt row under local job ``index`` (a nested table: no nested rows)."""
+    m = re.search(rf'<tr class="attempts" id="lj-{index}-attempts">(.*?)</table>', page, re.S)
+    assert m, f"no attempts under local job {index}"
+    rows = re.findall(r'<tr class="attempt[^"]*">(.*?)</tr>', m.group(1), re.S)
+    return [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", r)).split()) for r in rows]
 
 
 @pytest.fixture
@@ -124,3 +166,36 @@ def test_status_text_control_characters_in_an_attempt(retried):
     text = render_status(data)
     assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text and "\u2028" not in text
     assert "bad?]0;title? ?next" in text and "cn?1" in text
+
+
+# -- the record through jim.xsl --------------------------------------------------------------
+
+
+def test_stylesheet_shows_every_attempt_with_why_and_who(retried, home):
+    db, job = retried
+    xslt = etree.XSLT(etree.parse(str(home.db / "jim.xsl")))
+    out = str(xslt(etree.parse(str(home.record(job)))))
+    assert_no_markup_from(out)
+    assert re.search(r'id="retries">\s*3\s*\(3 local jobs tried more than once\)', out)
+    assert re.findall(r'<tr class="localjob" id="lj-(\d+)"', out) == ["0", "1", "2"]  # attempts are not local jobs
+    assert "attempt 2" in re.search(r'<tr class="localjob" id="lj-0">(.*?)</tr>', out, re.S).group(1)
+    first, current = attempt_rows(out, 0)
+    assert first.startswith("1 FAILED 100 ") and "NODE_FAIL" in first
+    assert "node failure (NODE_FAIL)" in first and first.endswith(" jim")
+    assert current.startswith("2 RUNNING 103 ") and current.endswith("current attempt")
+    first, current = attempt_rows(out, 1)
+    assert first.startswith("1 CANCELLED 101 ") and "preempted (PREEMPTED)" in first
+    assert "current attempt: waits for its cool-off until" in current
+    first, current = attempt_rows(out, 2)
+    assert first.startswith("1 DONE 0 102 ") and EVIL_REASON in first and first.endswith(EVIL_USER)
+    assert current.startswith("2 PLANNED")
+
+
+def test_stylesheet_of_a_grid_job_without_retries_has_no_attempts(home, monkeypatch):
+    config = parse({}, env={"JIM_HOME": str(home.root)})
+    monkeypatch.setattr(background, "start_monitor", lambda home: None)
+    monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
+    job = submit(config, parse_rsl("&(executable=/bin/true)(count=2)"), start_background=False)
+    Database(home.ensure()).read(job)
+    out = str(etree.XSLT(etree.parse(str(home.db / "jim.xsl")))(etree.parse(str(home.record(job)))))
+    assert 'class="attempts"' not in out and 'id="retries"' not in out and "attempt 1" not in out

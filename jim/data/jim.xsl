@@ -33,6 +33,8 @@
       .count { margin-right: .8em; white-space: nowrap; }
       pre { background: #f6f8fa; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; }
       code { font-size: .95em; }
+      tr.attempts > td { background: #fafafa; } table.attempts { margin: 0; font-size: .95em; }
+      tr.current td { font-weight: bold; }
     </style>
   </xsl:template>
 
@@ -96,6 +98,10 @@
           <dt>Local jobs</dt><dd id="local-count"><xsl:value-of select="count($jobs)"/></dd>
           <dt>Plan</dt><dd id="plan"><xsl:value-of select="plan/explanation"/> <span class="muted"> (binding: <xsl:value-of select="plan/@binding"/>)</span></dd>
           <dt>Herd state</dt><dd><xsl:value-of select="@HerdState"/></dd>
+          <xsl:if test="$jobs/attempts/attempt">
+            <dt>Retries</dt><dd id="retries"><xsl:value-of select="count($jobs/attempts/attempt)"/>
+              (<xsl:value-of select="count($jobs[attempts/attempt])"/> local jobs tried more than once)</dd>
+          </xsl:if>
           <xsl:if test="outputs/@tar"><dt>Output tar</dt><dd id="output-tar"><code><xsl:value-of select="outputs/@tar"/></code></dd></xsl:if>
         </dl>
 
@@ -146,7 +152,8 @@
           <tr><th>#</th><th>State</th><th>Batch id</th><th>Slice</th><th>Submitted</th><th>Started</th><th>Ended</th><th>Exit</th><th>Evidence</th><th>Progress</th></tr>
           <xsl:for-each select="$jobs">
             <tr class="localjob" id="lj-{@index}">
-              <td class="num"><xsl:value-of select="@index"/></td>
+              <td class="num"><xsl:value-of select="@index"/>
+                  <xsl:if test="@attempt &gt; 1"><br/><small class="attempt">attempt <xsl:value-of select="@attempt"/></small></xsl:if></td>
               <td><span class="state s-{@state}"><xsl:value-of select="@state"/></span>
                   <xsl:if test="@reason"><br/><small class="reason"><xsl:value-of select="@reason"/></small></xsl:if></td>
               <td><code><xsl:value-of select="@batchId"/></code>
@@ -168,6 +175,12 @@
                 </xsl:for-each>
               </td>
             </tr>
+            <xsl:if test="attempts/attempt">
+              <tr class="attempts" id="lj-{@index}-attempts">
+                <td></td>
+                <td colspan="9"><xsl:apply-templates select="." mode="attempts"/></td>
+              </tr>
+            </xsl:if>
           </xsl:for-each>
         </table>
 
@@ -195,6 +208,41 @@
         </ol>
       </body>
     </html>
+  </xsl:template>
+
+  <!-- every attempt of a local job, oldest first: its <attempt> elements, then the current one
+       (the local job's own attributes) -->
+  <xsl:template match="localjob" mode="attempts">
+    <table class="attempts">
+      <tr><th>Attempt</th><th>State</th><th>Exit</th><th>Batch id</th><th>Node</th><th>Ended</th><th>Evidence / cause</th><th>Reason</th><th>Next attempt because</th><th>Asked by</th></tr>
+      <xsl:for-each select="attempts/attempt">
+        <tr class="attempt">
+          <td class="num"><xsl:value-of select="@n"/></td>
+          <xsl:call-template name="attempt-cells"/>
+          <td class="retry-reason"><xsl:value-of select="@retryReason"/><br/><small class="muted"><xsl:value-of select="@retryAt"/></small></td>
+          <td class="retry-by"><xsl:choose>
+            <xsl:when test="@retryBy"><xsl:value-of select="@retryBy"/></xsl:when>
+            <xsl:otherwise><span class="muted">jim</span></xsl:otherwise>
+          </xsl:choose></td>
+        </tr>
+      </xsl:for-each>
+      <tr class="attempt current">
+        <td class="num"><xsl:choose><xsl:when test="@attempt"><xsl:value-of select="@attempt"/></xsl:when><xsl:otherwise>1</xsl:otherwise></xsl:choose></td>
+        <xsl:call-template name="attempt-cells"/>
+        <td colspan="2" class="muted">current attempt<xsl:if test="@retryAfter and @state = 'PLANNED'">: waits for its cool-off until <xsl:value-of select="@retryAfter"/></xsl:if></td>
+      </tr>
+    </table>
+  </xsl:template>
+
+  <!-- the cells an attempt and a local job's current attempt have in common -->
+  <xsl:template name="attempt-cells">
+    <td><span class="state s-{@state}"><xsl:value-of select="@state"/></span></td>
+    <td class="num"><xsl:value-of select="@exitCode"/></td>
+    <td><code><xsl:value-of select="@batchId"/></code></td>
+    <td><xsl:choose><xsl:when test="@node"><xsl:value-of select="@node"/></xsl:when><xsl:otherwise><xsl:value-of select="@host"/></xsl:otherwise></xsl:choose></td>
+    <td><xsl:value-of select="@ended"/></td>
+    <td><xsl:value-of select="@evidence"/><xsl:if test="@cause"><br/><small><xsl:value-of select="@cause"/></small></xsl:if></td>
+    <td><span class="reason"><xsl:value-of select="@reason"/></span><xsl:if test="@killedBy"><br/><small>killed by <xsl:value-of select="@killedBy"/></small></xsl:if></td>
   </xsl:template>
 
   <xsl:template match="/index">

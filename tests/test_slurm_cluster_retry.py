@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 from lxml import etree
 
-from support.jimcli import FAST_CONFIG
+from support.jimcli import FAST_CONFIG, kill_all
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.slow]
 
@@ -153,6 +153,7 @@ def test_exit_code_3_fails_the_grid_job_unless_named_retryable(cjim, tmp_path):
     assert [len(lj["attempts"]) for lj in cjim.status(job)["localJobs"]] == [1, 1]
 
     cjim.config.write_text(_config("max_attempts = 3\ncool_off = 1.0\nexit_codes = [3]"))
+    kill_all(cjim.home)  # the monitor reads the configuration when it starts: the next one reads this
     job = cjim.submit(f"&(executable={s})(count=2)")
     out = cjim.wait(job, timeout=180)
     assert (out["JOB_STATE"], out["EXIT_CODE"]) == ("FAILED", "3")

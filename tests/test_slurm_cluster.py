@@ -1,7 +1,7 @@
 """The multi-node test Slurm itself (tests/services/slurm-cluster): jobs spread over its nodes, a
 crashed node ends its jobs NODE_FAIL, partition ``high`` preempts partition ``normal``.
 
-Deselected by default (scripts/test.sh); run with ``scripts/test.sh -m slurm_cluster`` or, as root,
+Part of the whole suite (scripts/test.sh, CI); alone, as root:
 ``.venv/bin/python -m pytest -p no:cacheprovider -m slurm_cluster tests/test_slurm_cluster.py``
 (the fixture starts the cluster and stops it again; ``JIM_TEST_SLURM_CLUSTER_KEEP=1`` keeps it).
 """

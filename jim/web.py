@@ -13,6 +13,7 @@ Routes (GET and HEAD only; any other method is answered 405, or 403 without the 
     /                       grid jobs, newest first: ?state=ACTIVE&page=2&per_page=50
     /jobs/<id>              one grid job (HTML); refreshes itself while the grid job is
                             not DONE or FAILED; local jobs: ?state=FAILED&order=attention&page=..
+    /jobs/<id>/<k>          local job k of a grid job (HTML): its state history, every attempt
     /api/jobs               JSON list of grid jobs as ``jim list --json`` prints it (?state=,
                             and ?page=&per_page= to page; X-Total-Count gives the total)
     /api/jobs/<id>          JSON: what ``jim status --json`` prints (compact; ?pretty to indent)
@@ -78,6 +79,7 @@ from socketserver import ForkingMixIn, ThreadingMixIn
 from typing import Any, TypeVar
 
 import jinja2
+from lxml import etree
 
 from jim import __version__
 from jim.db import STYLESHEET_PI, Database, LocalJob, child
@@ -108,6 +110,7 @@ _ID = JOB_ID_PATTERN
 ROUTES = [
     (re.compile(r"/"), "index"),
     (re.compile(rf"/jobs/(?P<job_id>{_ID})"), "job"),
+    (re.compile(rf"/jobs/(?P<job_id>{_ID})/(?P<index>[0-9]{{1,9}})"), "local_job"),
     (re.compile(r"/api/jobs"), "api_list"),
     (re.compile(rf"/api/jobs/(?P<job_id>{_ID})"), "api_job"),
     (re.compile(rf"/db/(?P<job_id>{_ID})\.xml"), "db_record"),
@@ -133,6 +136,11 @@ CSP_XML = (
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 CSP_OTHER = "default-src 'none'; frame-ancestors 'none'"
+
+
+# evaluated in C: the page of a grid job of 10,000 local jobs builds rows only for those it shows
+_RETRIED = etree.XPath("count(localjobs/localjob[attempts/attempt])")
+_COOL_OFFS = etree.XPath("localjobs/localjob[@state='PLANNED']/@retryAfter", smart_strings=False)
 
 
 class HTTPError(Exception):
@@ -198,6 +206,22 @@ def _row(el, now: float) -> dict:
     row = local_row(LocalJob(el))
     row["_elapsed"] = elapsed(row, now)
     return row
+
+
+def _retries(root, retries: int, now: float) -> dict[str, int] | None:
+    """The retries of a grid job for its page: how many, how many local jobs were tried more than
+    once, how many wait for a cool-off (None when there were none)."""
+    if not retries:
+        return None
+    retried = _RETRIED(root)
+    after = _COOL_OFFS(root)
+    waiting = sum(1 for t in after if (parse_time(str(t)) or 0.0) > now) if isinstance(after, list) else 0
+    return {"retries": retries, "retried": int(retried) if isinstance(retried, float) else 0, "waiting": waiting}
+
+
+def _cooling(row: dict[str, Any], now: float) -> bool:
+    """Whether a local job (a row of :func:`jim.status.local_row`) waits for a retry's cool-off."""
+    return row["state"] == "PLANNED" and (parse_time(row.get("retryAfter")) or 0.0) > now
 
 
 def _package_bytes(package: str, *parts: str) -> bytes:
@@ -1129,6 +1153,33 @@ class Handler(BaseHTTPRequestHandler):
             history=history,
             updated_ago=_ago(data.get("updated"), now),
             refresh=REFRESH_JOB_S if active else None,
+            retries=_retries(job.root, data.get("retries") or 0, now),
+            waiting=frozenset(r["index"] for r in rows if _cooling(r, now)),
+        )
+
+    def route_local_job(self, query: dict[str, str], job_id: str, index: str):
+        job = self.view.db.read(job_id)
+        now = time.time()
+        elements = child(job.root, "localjobs")
+        k = int(index)
+        if k >= len(elements):
+            n = len(elements)
+            which = f"{n} (0 to {n - 1})" if n else "none"
+            raise HTTPError(HTTPStatus.NOT_FOUND, f"no local job {k}: grid job {job_id} has {which}")
+        el = elements[k]
+        row = _row(el, now)
+        history = [
+            {"state": h.get("name"), "at": h.get("at"), "evidence": h.get("evidence"), "reason": h.get("reason")}
+            for h in el.iterfind("history/state")
+        ]
+        state = job.state.name
+        return self._html(
+            "local.html",
+            job={"id": job.id, "name": job.get("name"), "state": state},
+            lj=row,
+            history=history,
+            waits=_cooling(row, now),
+            refresh=REFRESH_JOB_S if state not in TERMINAL_GRID else None,
         )
 
     def route_api_list(self, query: dict[str, str]):

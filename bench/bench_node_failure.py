@@ -12,7 +12,8 @@ its jobs' processes SIGKILLed).  Measured from the crash:
 * jim's: when the monitor recorded the failed attempts (their ``ended`` time), and when every
   affected local job's next attempt was RUNNING on another node, against the configured cool-off
   (``[retry] cool_off``; the monitor interval is 2 s, jim's default);
-* the Slurm commands jim ran per minute (a PATH shim logs each), over ``--steady`` seconds before
+* the Slurm commands jim ran per minute (``--cache-interval``: how long one squeue answer is shared,
+  30 s as at a site) (a PATH shim logs each), over ``--steady`` seconds before
   the crash and from the crash until every affected local job runs again.
 
 jim runs from a wheel install, as at a site (see _site_install.py).  Results go to
@@ -43,7 +44,7 @@ from support.slurm_cluster import SlurmCluster  # noqa: E402
 
 
 def status(jim, env, job):
-    out = subprocess.run([*jim, "status", job, "--json"], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([*jim, "status", job, "--json"], env=env, capture_output=True, text=True, timeout=60, cwd="/")
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
@@ -67,7 +68,7 @@ def commands(log: Path, t0: float, t1: float) -> Counter:
     return c
 
 
-def one_run(cluster, jim, tmp: Path, py: str, n: int, cool_off: float, steady: float) -> dict:
+def one_run(cluster, jim, tmp: Path, py: str, n: int, cool_off: float, steady: float, cache: float) -> dict:
     home = tmp / f"home-{cool_off:g}"
     log = tmp / f"commands-{cool_off:g}.log"
     shim = make_shim(tmp / f"shim-{cool_off:g}", log)
@@ -76,7 +77,7 @@ def one_run(cluster, jim, tmp: Path, py: str, n: int, cool_off: float, steady: f
 [batch]
 adapter = "slurm"
 partition = "normal"
-cache_interval = 1.0
+cache_interval = {cache}
 python = "{py}"
 [monitor]
 interval = 2.0
@@ -96,9 +97,16 @@ cool_off = {cool_off}
     script.write_text("#!/bin/sh\nsleep 600\n")
     script.chmod(0o755)
     out = subprocess.run(
-        [*jim, "submit", "--rsl", f"&(executable={script})(count={n})"], env=env, capture_output=True, text=True
+        [*jim, "submit", "--rsl", f"&(executable={script})(count={n})"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd="/",  # (python -c puts the cwd first on the import path: never this checkout's jim/)
     )
-    job = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)["JOB_ID"]
+    answer = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    if "JOB_ID" not in answer:
+        raise SystemExit(f"jim submit failed: {out.stdout} {out.stderr}")
+    job = answer["JOB_ID"]
 
     def all_running():
         st = status(jim, env, job)
@@ -131,13 +139,14 @@ cool_off = {cool_off}
     st = wait("every affected local job running again", rerun, 600, every=0.25)
     t_all = time.time()
     recorded = [parse_iso(lj["attempts"][0]["ended"]) or t_all for lj in st["localJobs"] if lj["index"] in affected]
-    subprocess.run([*jim, "cancel", "--job-id", job], env=env, capture_output=True, timeout=120)
+    subprocess.run([*jim, "cancel", "--job-id", job], env=env, capture_output=True, timeout=120, cwd="/")
     cluster.revive_node(victim)
     steady_cmds = commands(log, t_crash - steady, t_crash)
     failure_cmds = commands(log, t_crash, t_all)
     span = max(t_all - t_crash, 1e-9)
     return {
         "local_jobs": n,
+        "cache_interval_s": cache,
         "cool_off_s": cool_off,
         "victim": victim,
         "affected": len(affected),
@@ -157,6 +166,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=20)
     ap.add_argument("--cool-offs", default="2,30")
     ap.add_argument("--steady", type=float, default=60.0)
+    ap.add_argument("--cache-interval", type=float, default=30.0, help="[batch] cache_interval (a site's: 30 s)")
     args = ap.parse_args()
     cluster = SlurmCluster()
     if not cluster.is_up():
@@ -164,7 +174,8 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-nodefail-", dir="/var/tmp"))
     py = site_python(tmp)
     jim = jim_command(tmp)
-    runs = [one_run(cluster, jim, tmp, py, args.jobs, float(c), args.steady) for c in args.cool_offs.split(",")]
+    cool_offs = [float(c) for c in args.cool_offs.split(",")]
+    runs = [one_run(cluster, jim, tmp, py, args.jobs, c, args.steady, args.cache_interval) for c in cool_offs]
     print(
         f"{'cool-off':>8} {'affected':>8} {'slurm NODE_FAIL':>15} {'jim recorded':>12} {'running again':>13} "
         f"{'cmds/min steady':>15} {'cmds/min failure':>16}"

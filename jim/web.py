@@ -139,8 +139,8 @@ CSP_OTHER = "default-src 'none'; frame-ancestors 'none'"
 
 
 # evaluated in C: the page of a grid job of 10,000 local jobs builds rows only for those it shows
-_RETRIED = etree.XPath("count(localjobs/localjob[attempts/attempt])")
-_COOL_OFFS = etree.XPath("localjobs/localjob[@state='PLANNED']/@retryAfter", smart_strings=False)
+_RETRIED = etree.XPath("count(localjobs/localjob/attempts)")  # (<attempts> holds one <attempt> or more)
+_COOL_OFFS = etree.XPath("localjobs/localjob[@retryAfter]")
 
 
 class HTTPError(Exception):
@@ -214,14 +214,15 @@ def _retries(root, retries: int, now: float) -> dict[str, int] | None:
     if not retries:
         return None
     retried = _RETRIED(root)
-    after = _COOL_OFFS(root)
-    waiting = sum(1 for t in after if (parse_time(str(t)) or 0.0) > now) if isinstance(after, list) else 0
+    found = _COOL_OFFS(root)
+    waiting = sum(1 for el in found if _cooling(el.attrib, now)) if isinstance(found, list) else 0
     return {"retries": retries, "retried": int(retried) if isinstance(retried, float) else 0, "waiting": waiting}
 
 
-def _cooling(row: dict[str, Any], now: float) -> bool:
-    """Whether a local job (a row of :func:`jim.status.local_row`) waits for a retry's cool-off."""
-    return row["state"] == "PLANNED" and (parse_time(row.get("retryAfter")) or 0.0) > now
+def _cooling(row: Any, now: float) -> bool:
+    """Whether a local job (a row of :func:`jim.status.local_row`, or a <localjob>'s attributes)
+    waits for a retry's cool-off."""
+    return row.get("state") == "PLANNED" and (parse_time(row.get("retryAfter")) or 0.0) > now
 
 
 def _package_bytes(package: str, *parts: str) -> bytes:

@@ -34,7 +34,7 @@
       pre { background: #f6f8fa; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; }
       code { font-size: .95em; }
       tr.attempts > td { background: #fafafa; } table.attempts { margin: 0; font-size: .95em; }
-      tr.current td { font-weight: bold; }
+      tr.current td { font-weight: bold; } small.attempt { color: #666; white-space: nowrap; }
     </style>
   </xsl:template>
 

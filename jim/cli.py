@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from jim import __version__, background, summary
 from jim.jobid import valid_job_id
@@ -173,7 +174,8 @@ def _poll(home: str, job_id: str, out: _Protocol) -> None:
         if key in found:
             out.emit(key, found[key])
     if not summary.terminal(found):
-        background.ensure_running(home, job_id, worker_needed=summary.unsubmitted(found))
+        # (a worker for local jobs that may be submitted now: not for retries in their cool-off)
+        background.ensure_running(home, job_id, worker_needed=summary.unsubmitted(found, time.time()))
 
 
 def _as_owner_env() -> bool:

@@ -205,6 +205,8 @@ class LocalJob:
             raise ValueError(f"local job {self.index}: terminal state {new.value} needs evidence")
         stamp = now_iso(at)
         self.el.set("state", new.value)
+        if "retryAfter" in self.el.attrib:  # (only a PLANNED attempt waits for its cool-off)
+            del self.el.attrib["retryAfter"]
         hist = child(self.el, "history")
         entry = etree.SubElement(hist, "state", name=new.value, at=stamp)
         if evidence is not None:
@@ -336,6 +338,7 @@ _ATTEMPT_ATTRIBUTES = (
 #: Attributes of the current attempt that a new attempt starts without (and that are not kept).
 _CURRENT_ONLY = ("heartbeat", "absentSince", "retryAfter")
 _RETRIES = etree.XPath("count(localjobs/localjob/attempts/attempt)")
+_RETRY_AFTER = etree.XPath("localjobs/localjob[@state='PLANNED']/@retryAfter", smart_strings=False)
 
 
 class GridJob:
@@ -521,6 +524,16 @@ class GridJob:
             n += 1
         return n
 
+    def retry_at(self, unsubmitted: int) -> float | None:
+        """When the first of the ``unsubmitted`` local jobs may be submitted, if every one of them
+        waits for a retry's cool-off (else None: some may be submitted now)."""
+        found = _RETRY_AFTER(self.root)
+        stamps = [str(s) for s in found] if isinstance(found, list) else []
+        if len(stamps) < unsubmitted:
+            return None
+        times = [t for t in map(parse_iso, stamps) if t is not None]
+        return min(times) if times else None
+
     def retries(self) -> int:
         """How many attempts of its local jobs were followed by another (retries and resubmissions)."""
         found = _RETRIES(self.root)
@@ -697,12 +710,14 @@ class Database:
     def _write_summary(self, job: GridJob) -> None:
         counts = job.counts()
         terminal = job.state.terminal
+        unsubmitted = counts.get("PLANNED", 0) + counts.get("SUBMITTING", 0)
         data = summary.render(
             job.state.name,
             exit_code=job.exit_code if terminal else None,
             message=_failure_reason(job) if job.state is GramState.FAILED else None,
-            unsubmitted=counts.get("PLANNED", 0) + counts.get("SUBMITTING", 0),
+            unsubmitted=unsubmitted,
             cancel=job.cancel_requested,
+            retry_at=job.retry_at(unsubmitted) if unsubmitted else None,
         )
         atomic_write(self.home.summary(job.id), data)
 

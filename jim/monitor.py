@@ -136,13 +136,16 @@ class _Seen:
     signature: object = None
     newest: float = 0.0
     """When its latest local job was queued."""
+    retry_at: float | None = None
+    """When the first retry in its cool-off is due, if every unsubmitted local job waits for one."""
 
     @classmethod
     def of(cls, mtime: int, job: GridJob, signature: object = None) -> _Seen:
         local_jobs = job.local_jobs()
         active = {lj.batch_id: lj.dir_key for lj in local_jobs if lj.batch_id and not lj.state.terminal}
         newest = max((lj.entered(LocalState.QUEUED) or 0.0 for lj in local_jobs), default=0.0)
-        return cls(mtime, active, signature, newest)
+        waiting = sum(1 for lj in local_jobs if lj.state in _UNSUBMITTED)
+        return cls(mtime, active, signature, newest, job.retry_at(waiting) if waiting else None)
 
 
 @dataclass
@@ -298,6 +301,9 @@ def _refresh_job(
 ) -> int:
     """Bring one grid job up to date; 1 while it stays active, else 0."""
     seen = memo.seen[job_id]
+    if seen.retry_at is not None and now >= seen.retry_at:
+        seen.retry_at = None  # a retry is due: its worker (started once; it submits every due one)
+        background.start_worker(db.home.root, job_id)
     signature = _signature(config, seen, result, accounting, dirs, now)
     if seen.signature == signature and seen.mtime == mtime:
         return 1  # nothing new: still active
@@ -458,8 +464,11 @@ def _follow_up(
     memo.seen[job_id] = _Seen.of(mtime, rec, signature)
     if rec.state.terminal:
         return 0
-    if not rec.cancel_requested and any(lj.state in _UNSUBMITTED for lj in local_jobs):
-        background.start_worker(db.home.root, job_id)
+    waiting = sum(1 for lj in local_jobs if lj.state in _UNSUBMITTED)
+    if not rec.cancel_requested and waiting:
+        retry_at = rec.retry_at(waiting)
+        if retry_at is None or retry_at - time.time() <= retry.WORKER_WAIT:
+            background.start_worker(db.home.root, job_id)
     return 1
 
 

@@ -47,6 +47,11 @@ from jim.states import EndCause, Evidence, LocalState, site_fault
 
 log = logging.getLogger("jim.retry")
 
+#: A worker waits this long at most for a retry's cool-off; for a longer one it exits, and the
+#: monitor starts a worker again once an attempt is due (no process waits an hour per grid job),
+#: while ``jim poll`` starts none before then (the poll summary's ``RETRY_AT``).
+WORKER_WAIT = 120.0
+
 _FINAL_EVIDENCE = frozenset({Evidence.CANCEL.value, Evidence.CREATION.value})
 
 

@@ -14,6 +14,7 @@ whose key starts with ``#`` are jim's own and never printed::
     EXIT_CODE=3                 once DONE or FAILED
     MESSAGE=local job 2 ...     once FAILED: why, in one line
     #UNSUBMITTED=0              local jobs not yet submitted (a worker is needed)
+    #RETRY_AT=1764000000        every one of them waits for a retry's cool-off until then
     #CANCEL=1                   a cancel was requested
 
 Only ``os`` is used here: ``jim poll`` reads it on its hot path.
@@ -28,14 +29,25 @@ PROTOCOL_KEYS = ("JOB_STATE", "EXIT_CODE", "MESSAGE")
 TERMINAL_STATES = ("DONE", "FAILED")
 
 
-def render(state: str, *, exit_code: int | None, message: str | None, unsubmitted: int, cancel: bool) -> bytes:
-    """The summary of a grid job in ``state`` (a GRAM state name)."""
+def render(
+    state: str,
+    *,
+    exit_code: int | None,
+    message: str | None,
+    unsubmitted: int,
+    cancel: bool,
+    retry_at: float | None = None,
+) -> bytes:
+    """The summary of a grid job in ``state`` (a GRAM state name).  ``retry_at``: when the first of
+    the unsubmitted local jobs may be submitted, if all of them wait for a retry's cool-off."""
     lines = [f"JOB_STATE={state}"]
     if exit_code is not None:
         lines.append(f"EXIT_CODE={exit_code}")
     if message is not None:
         lines.append("MESSAGE=" + " ".join(message.split()))
     lines.append(f"#UNSUBMITTED={unsubmitted}")
+    if retry_at is not None and unsubmitted:
+        lines.append(f"#RETRY_AT={int(retry_at)}")
     lines.append(f"#CANCEL={'1' if cancel else '0'}")
     return ("\n".join(lines) + "\n").encode()
 
@@ -60,9 +72,13 @@ def read(path: str | os.PathLike[str]) -> dict[str, str] | None:
     return out
 
 
-def unsubmitted(summary: dict[str, str]) -> bool:
-    """True when local jobs of the grid job await submission and no cancel came."""
-    return summary.get("UNSUBMITTED", "0") != "0" and summary.get("CANCEL") != "1"
+def unsubmitted(summary: dict[str, str], now: float | None = None) -> bool:
+    """True when local jobs of the grid job await submission now (not only a retry's cool-off)
+    and no cancel came."""
+    if summary.get("UNSUBMITTED", "0") == "0" or summary.get("CANCEL") == "1":
+        return False
+    at = summary.get("RETRY_AT", "")
+    return not (now is not None and at.isdigit() and now < int(at))
 
 
 def cancel_requested(summary: dict[str, str]) -> bool:

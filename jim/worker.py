@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 
-from jim import background, faults, journal
+from jim import background, faults, journal, retry
 from jim import plan as planning
 from jim.adapters import get_adapter
 from jim.adapters.base import Adapter, LocalJobSpec, SubmitChunk
@@ -199,7 +199,11 @@ class _Submission:
             elif self._reconciled(intents, waiting):
                 continue
             elif not due:  # retries in their cool-off: wait for the first (a cancel is seen meanwhile)
-                self._pause(min(lj.retry_after or now for lj in waiting) - now)
+                wait = min(lj.retry_after or now for lj in waiting) - now
+                if wait > retry.WORKER_WAIT:  # the monitor starts a worker again when one is due
+                    self.log.info("%d local jobs wait %.0f s for their retry: worker exits", len(waiting), wait)
+                    return
+                self._pause(wait)
             else:
                 attempt = due[0].attempt  # one chunk, one attempt: its tags and directories
                 chunk = [lj for lj in due if lj.attempt == attempt][: self.adapter.max_chunk]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from jim import background, faults, retry, worker
+from jim import background, faults, retry, summary, worker
 from jim.config import parse
 from jim.db import Database, validate
 from jim.jobdesc import parse_rsl
@@ -384,3 +384,25 @@ def test_jim_resubmit_usage(jim_env):
     assert proc.returncode == 0 and "--failed" in proc.stdout
     bad = jim_env.run("resubmit", "20261125-000000-abcdef01.x")
     assert bad.returncode != 0 and "does not name local jobs" in bad.stderr
+
+
+def test_a_long_cool_off_keeps_no_process_waiting_and_the_monitor_starts_a_worker_when_due(site, monkeypatch):
+    started = []
+    monkeypatch.setattr(background, "start_worker", lambda home, job_id: started.append(job_id))
+    monkeypatch.setattr(retry, "WORKER_WAIT", 5.0)  # (the cool-off here is 10 s)
+    job = site.grid_job(1)
+    site.fake.set_state(f"{job}.0", LocalState.FAILED, cause=EndCause.NODE_FAIL)
+    memo = Memo()
+    t0 = time.time()
+    site.refresh(now=t0, memo=memo)
+    assert started == []  # not due for a while: no worker started
+    found = summary.read(site.db.home.summary(job))
+    assert found["UNSUBMITTED"] == "1" and found["RETRY_AT"] == str(int(t0 + 10))
+    assert not summary.unsubmitted(found, t0 + 1) and summary.unsubmitted(found, t0 + 11)  # what poll asks
+    submits = site.fake.count("submit")
+    site.submit_due(job)  # a worker started anyway exits: nothing due within WORKER_WAIT
+    assert site.fake.count("submit") == submits
+    site.refresh(now=t0 + 6, memo=memo)
+    assert started == []
+    site.refresh(now=t0 + 11, memo=memo)
+    assert started == [job]

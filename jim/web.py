@@ -215,7 +215,11 @@ def _retries(root, retries: int, now: float) -> dict[str, int] | None:
         return None
     retried = _RETRIED(root)
     found = _COOL_OFFS(root)
-    waiting = sum(1 for el in found if _cooling(el.attrib, now)) if isinstance(found, list) else 0
+    waiting = (
+        sum(1 for el in found if isinstance(el, etree._Element) and _cooling(el.attrib, now))
+        if isinstance(found, list)
+        else 0
+    )
     return {"retries": retries, "retried": int(retried) if isinstance(retried, float) else 0, "waiting": waiting}
 
 

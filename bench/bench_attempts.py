@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -132,20 +133,19 @@ def monitor_pass(config: Config, db: Database, job_id: str, fake: FakeAdapter, o
     return ms
 
 
-def remembered_pass(
-    config: Config, db: Database, job_id: str, fake: FakeAdapter, original: bytes, passes: int
-) -> list[float]:
-    """Passes (ms) of the long-lived monitor, which remembers the last one (:class:`jim.monitor.Memo`):
+def remembered(config: Config, db: Database, job_id: str, fake: FakeAdapter, original: bytes) -> Callable[[], float]:
+    """A pass (ms) of the long-lived monitor, which remembers the last one (:class:`jim.monitor.Memo`):
     with nothing changed it skips the grid job without reading its record."""
     monitor_pass(config, db, job_id, fake, original, 0)
     memo, now = Memo(), time.time()
     refresh(config, db, fake, memo=memo, now=now)
-    out = []
-    for _ in range(passes):
+
+    def one() -> float:
         t = time.perf_counter()
         refresh(config, db, fake, memo=memo, now=now)
-        out.append((time.perf_counter() - t) * 1000)
-    return out
+        return (time.perf_counter() - t) * 1000
+
+    return one
 
 
 def _pass_args(site: tuple) -> tuple[Config, Database, str, FakeAdapter, bytes]:
@@ -205,8 +205,8 @@ def main() -> None:
     take("jim status --json", args.runs, command("status", "ID", "--json"))
     take("monitor pass, nothing changed", args.passes, lambda a: monitor_pass(*_pass_args(sites[a]), 0))
     take("monitor pass, 10% ended", args.passes, lambda a: monitor_pass(*_pass_args(sites[a]), n // 10))
-    for a in names:
-        got[a]["monitor pass, nothing changed, memo kept"] = remembered_pass(*_pass_args(sites[a]), args.passes)
+    kept = {a: remembered(*_pass_args(sites[a])) for a in names}
+    take("monitor pass, nothing changed, memo kept", args.passes, lambda a: kept[a]())
     for a, name in names.items():
         db, job_id, *_rest, mon = sites[a]
         mon.release()

@@ -12,7 +12,8 @@ Routes (GET and HEAD only; any other method is answered 405, or 403 without the 
 
     /                       grid jobs, newest first: ?state=ACTIVE&page=2&per_page=50
     /jobs/<id>              one grid job (HTML); refreshes itself while the grid job is
-                            not DONE or FAILED; local jobs: ?state=FAILED&order=attention&page=..
+                            not DONE or FAILED; local jobs: ?state=FAILED&order=attention&page=..,
+                            ?retried=1 for those tried more than once
     /jobs/<id>/<k>          local job k of a grid job (HTML): its state history, every attempt
     /api/jobs               JSON list of grid jobs as ``jim list --json`` prints it (?state=,
                             and ?page=&per_page= to page; X-Total-Count gives the total)
@@ -208,7 +209,7 @@ def _row(el, now: float) -> dict:
     return row
 
 
-def _retries(root, retries: int, now: float) -> dict[str, int] | None:
+def _retries(root, retries: int, now: float) -> dict[str, Any] | None:
     """The retries of a grid job for its page: how many, how many local jobs were tried more than
     once, how many wait for a cool-off (None when there were none)."""
     if not retries:
@@ -1094,12 +1095,17 @@ class Handler(BaseHTTPRequestHandler):
         order = query.get("order", "index")
         if order not in ("index", "attention"):
             raise HTTPError(HTTPStatus.BAD_REQUEST, "order must be index or attention")
+        retried = query.get("retried", "")
+        if retried not in ("", "1"):
+            raise HTTPError(HTTPStatus.BAD_REQUEST, "retried must be 1 (only the local jobs tried more than once)")
         per_page = self._int(query, "per_page", LOCAL_PER_PAGE, 1, MAX_LOCAL_PER_PAGE)
         page = self._int(query, "page", 1, 1, 10**9)
 
         data, phases = job_summary(job)
         elements = list(child(job.root, "localjobs"))
         shown = [el for el in elements if not lstate or el.get("state") == lstate]
+        if retried:
+            shown = [el for el in shown if el.find("attempts") is not None]
         if order == "attention":
             keyed = [(sort_key(_local_brief(el), now), el) for el in shown]
             keyed.sort(key=lambda kv: kv[0])
@@ -1114,26 +1120,35 @@ class Handler(BaseHTTPRequestHandler):
 
         params = {
             "state": lstate,
+            "retried": retried,
             "order": order if order != "index" else None,
             "per_page": per_page if per_page != LOCAL_PER_PAGE else None,
         }
         base = f"/jobs/{job_id}"
         counts = data["counts"]
         n = len(elements)
-        filters = [{"state": "", "label": "all", "count": n, "url": _url(base, order=params["order"])}]
+        filters = [{"state": "", "label": "all", "count": n, "url": _url(base, order=params["order"], retried=retried)}]
         filters += [
-            {"state": s, "label": s, "count": counts[s], "url": _url(base, state=s, order=params["order"])}
+            {
+                "state": s,
+                "label": s,
+                "count": counts[s],
+                "url": _url(base, state=s, order=params["order"], retried=retried),
+            }
             for s in LOCAL_STATES
             if counts.get(s)
         ]
         orders = [
-            {"order": "index", "label": "by index", "url": _url(base, state=lstate)},
+            {"order": "index", "label": "by index", "url": _url(base, state=lstate, retried=retried)},
             {
                 "order": "attention",
                 "label": "failed and slowest first",
-                "url": _url(base, state=lstate, order="attention"),
+                "url": _url(base, state=lstate, order="attention", retried=retried),
             },
         ]
+        retries = _retries(job.root, data.get("retries") or 0, now)
+        if retries is not None:  # the filter that shows only them, or all again
+            retries["url"] = _url(base, state=lstate, order=params["order"], retried="" if retried else "1")
         ended = sum(counts.get(s, 0) for s in ("DONE", "FAILED", "CANCELLED", "LOST"))
         history = [{"state": g.get("state"), "at": g.get("at")} for g in job.root.findall("history/grid")]
         active = data["state"] not in TERMINAL_GRID
@@ -1158,7 +1173,9 @@ class Handler(BaseHTTPRequestHandler):
             history=history,
             updated_ago=_ago(data.get("updated"), now),
             refresh=REFRESH_JOB_S if active else None,
-            retries=_retries(job.root, data.get("retries") or 0, now),
+            retries=retries,
+            retried=retried,
+            every_url=_url(base, state=lstate, order=params["order"]),
             waiting=frozenset(r["index"] for r in rows if _cooling(r, now)),
         )
 

@@ -229,9 +229,7 @@ def test_job_page_shows_every_attempt_under_its_local_job(retried, server):
     status, page = get(server, f"/jobs/{job}")
     assert status == 200
     assert_no_markup_from(page)
-    assert re.search(r'id="retries">3 \(3 local jobs tried more than once; 1 waiting for its cool-off\)</dd>', page), (
-        page
-    )
+    assert re.search(r'id="retries">3 \(3 local jobs tried more than once; 1 waiting for its cool-off\) <a', page), page
     assert re.findall(r'<tr class="localjob" id="lj-(\d+)"', page) == ["0", "1", "2"]
     row0 = re.search(r'<tr class="localjob" id="lj-0">(.*?)</tr>', page, re.S).group(1)
     assert f'<a href="/jobs/{job}/0">0</a>' in row0 and "attempt 2" in row0
@@ -249,6 +247,27 @@ def test_job_page_shows_every_attempt_under_its_local_job(retried, server):
     # the JSON API has them too (jim status --json)
     status, body = get(server, f"/api/jobs/{job}")
     assert json.loads(body) == json.loads(json.dumps(status_json(db.read(job))))
+
+
+def test_job_page_shows_only_the_local_jobs_tried_more_than_once_when_asked(retried, server):
+    db, job = retried
+    with db.update(job) as rec:  # local job 2 was never resubmitted: a grid job with one more local job
+        del rec.local(2).el.attrib["attempt"]
+        rec.local(2).el.remove(rec.local(2).el.find("attempts"))
+    status, page = get(server, f"/jobs/{job}")
+    assert re.findall(r'<tr class="localjob" id="lj-(\d+)"', page) == ["0", "1", "2"]
+    link = html.unescape(re.search(r'<a id="retried-filter" href="([^"]+)">show only those</a>', page).group(1))
+    assert link == f"/jobs/{job}?retried=1"
+    status, page = get(server, link)
+    assert status == 200 and re.findall(r'<tr class="localjob" id="lj-(\d+)"', page) == ["0", "1"]
+    assert 'id="retried-only"' in page
+    assert re.search(r'<a id="retried-filter" href="/jobs/[^"?]+">show every local job</a>', page)
+    status, page = get(server, f"/jobs/{job}?retried=1&state=RUNNING&order=attention")
+    assert re.findall(r'<tr class="localjob" id="lj-(\d+)"', page) == ["0"]
+    assert f'href="/jobs/{job}?state=PLANNED&amp;order=attention&amp;retried=1"' in page  # the filter is kept
+    status, page = get(server, f"/jobs/{job}?retried=1&state=DONE")
+    assert status == 200 and "No local jobs in state DONE tried more than once." in page
+    assert get(server, f"/jobs/{job}?retried=yes")[0] == 400
 
 
 def test_local_job_page_shows_its_attempts_and_history(retried, server):

@@ -1,9 +1,10 @@
 """The intent journal of a grid job: ``jobs/<id>/submit.intent``, which local jobs are being submitted.
 
 Before the worker submits a chunk of local jobs it appends one line,
-``<epoch> <index ranges>`` (e.g. ``1763800000.123 0-99``), fsync'd, under the
-record's lock (:func:`append`).  After the batch system answers, the batch ids
-go into the record.  A local job named in the journal but still without a
+``<epoch> <index ranges>`` (e.g. ``1763800000.123 0-99``), or ``<epoch>
+<index ranges> <attempt>`` for a later attempt of those local jobs (e.g.
+``1763800100.456 3,7 2``), fsync'd, under the record's lock (:func:`append`).
+After the batch system answers, the batch ids go into the record.  A local job named in the journal but still without a
 batch id in the record has an unknown outcome (the worker may have died
 between the two): :func:`in_flight` names those, and they are looked up by tag
 (:meth:`jim.adapters.base.Adapter.reconcile`) before anything is submitted
@@ -50,8 +51,23 @@ from jim.states import LocalState
 INTENT_FILE = "submit.intent"
 
 
-def append(db: Database, job_id: str, indices: list[int], at: float) -> bool:
-    """Journal that these local jobs are about to be submitted; False when a cancel came first.
+class Intents(dict[int, float]):
+    """local job index -> when its (last) submission was journaled; ``attempts``: which attempt
+    of it that was (1 when the line names none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts: dict[int, int] = {}
+
+    def note(self, indices: list[int], at: float, attempt: int = 1) -> None:
+        for k in indices:
+            self[k] = at
+            self.attempts[k] = attempt
+
+
+def append(db: Database, job_id: str, indices: list[int], at: float, attempt: int = 1) -> bool:
+    """Journal that these local jobs (attempt ``attempt`` of each) are about to be submitted; False
+    when a cancel came first.
 
     Under the record's lock, so that a cancel either comes first (and is seen
     here, in the poll summary) or sees this journal line.
@@ -62,46 +78,46 @@ def append(db: Database, job_id: str, indices: list[int], at: float) -> bool:
             return False
         fd = os.open(home.job_dir(job_id) / INTENT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, f"{at:.3f} {array_spec(indices)}\n".encode())
+            tail = f" {int(attempt)}" if attempt > 1 else ""
+            os.write(fd, f"{at:.3f} {array_spec(indices)}{tail}\n".encode())
             os.fsync(fd)
         finally:
             os.close(fd)
     return True
 
 
-def read(job_dir: Path) -> dict[int, float]:
-    """local job index -> when its (last) submission was journaled."""
-    out: dict[int, float] = {}
+def read(job_dir: Path) -> Intents:
+    """local job index -> when its (last) submission was journaled, and which attempt it was."""
+    out = Intents()
     try:
         with open(job_dir / INTENT_FILE) as f:
             lines = f.read().splitlines()
     except OSError:
         return out
     for line in lines:
-        at, _, spec = line.partition(" ")
+        at, _, rest = line.partition(" ")
+        spec, _, attempt = rest.partition(" ")
         try:
             t = float(at)
         except ValueError:
             continue
-        out.update((k, t) for k in parse_array_spec(spec) or ())
+        n = int(attempt) if attempt.isascii() and attempt.isdigit() else 1 if not attempt else 0
+        if n >= 1:
+            out.note(parse_array_spec(spec) or [], t, n)
     return out
 
 
-def in_flight(job: GridJob, intents: dict[int, float]) -> list[str]:
+def in_flight(job: GridJob, intents: Intents) -> list[str]:
     """Tags of the local jobs whose submission has an unknown outcome: journaled (or, in records
-    of older versions, SUBMITTING) and without a batch id.  The journal line must be newer than the
-    current attempt: an earlier attempt's line says nothing of this one (its tag is another)."""
+    of older versions, SUBMITTING) and without a batch id.  The journal line must be of the current
+    attempt: an earlier attempt's line says nothing of this one (its tag is another)."""
     return [
         lj.tag
         for lj in job.local_jobs()
         if not lj.batch_id
         and (
             lj.state is LocalState.SUBMITTING
-            or (
-                lj.state is LocalState.PLANNED
-                and lj.index in intents
-                and (lj.attempt == 1 or intents[lj.index] >= (lj.entered(LocalState.PLANNED) or 0.0) - 1e-3)
-            )
+            or (lj.state is LocalState.PLANNED and intents.attempts.get(lj.index) == lj.attempt)
         )
     ]
 

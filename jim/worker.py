@@ -211,7 +211,7 @@ class _Submission:
                     break
         self.log.info("cancel requested: worker stops submitting")
 
-    def _reconciled(self, intents: dict[int, float], waiting: list[LocalJob]) -> bool:
+    def _reconciled(self, intents: journal.Intents, waiting: list[LocalJob]) -> bool:
         """Look up the local jobs whose submission has an unknown outcome; True when that changed
         something (or cannot be done yet), so that the loop starts over."""
         unsure = journal.in_flight(self.job, intents)
@@ -233,12 +233,13 @@ class _Submission:
         self._record({by_tag[t]: b for t, b in found.items()}, intents)
         return True
 
-    def _submit(self, jobs: list[LocalJob], intents: dict[int, float]) -> bool:
+    def _submit(self, jobs: list[LocalJob], intents: journal.Intents) -> bool:
         """Journal and submit one chunk, record the outcome; False when a cancel came first."""
         at = time.time()
-        if not journal.append(self.db, self.job_id, [lj.index for lj in jobs], at):
+        attempt = jobs[0].attempt
+        if not journal.append(self.db, self.job_id, [lj.index for lj in jobs], at, attempt):
             return False
-        intents.update((lj.index, at) for lj in jobs)
+        intents.note([lj.index for lj in jobs], at, attempt)
         faults.point("worker-after-intent")
         chunk = SubmitChunk(
             grid_id=self.job_id,
@@ -249,7 +250,7 @@ class _Submission:
             outroot=self.job_dir / "local",
             queue=self.job.plan.get("queue"),
             limits=self.limits,
-            attempt=jobs[0].attempt,
+            attempt=attempt,
         )
         (self.job_dir / "local").mkdir(mode=0o700, exist_ok=True)
         try:

@@ -125,11 +125,11 @@ def test_a_cancel_between_chunks_is_seen_by_the_journal(grid, monkeypatch):
     config, db, job_id, fake, _ = grid
     append = journal.append
 
-    def cancel_after_first(db_, job_id_, indices, at):
+    def cancel_after_first(db_, job_id_, indices, at, attempt=1):
         if indices[0] == 4:  # a cancel arrives while the first chunk is being recorded
             with db.update(job_id) as rec:
                 rec.set("cancelRequested", "true")
-        return append(db_, job_id_, indices, at)
+        return append(db_, job_id_, indices, at, attempt)
 
     monkeypatch.setattr(journal, "append", cancel_after_first)
     worker.submit_pending(config, db, job_id, fake)

@@ -631,7 +631,7 @@ def test_jim_serve_port_in_use(jim_env):
 # ---------------------------------------------------------------------------
 
 ALL_ROUTES = ("/", "/api/jobs", "/jobs/{id}", "/api/jobs/{id}", "/db/{id}.xml", "/db/index.xml", "/db/jim.xsl")
-ALL_ROUTES += ("/static/jim.css", "/nope", "/jobs/{id}?state=FAILED")
+ALL_ROUTES += ("/static/jim.css", "/nope", "/jobs/{id}?state=FAILED", "/jobs/{id}/0", "/jobs/{id}?retried=1")
 
 
 def test_without_the_token_every_route_is_403(db, server):

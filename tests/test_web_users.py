@@ -119,6 +119,7 @@ def test_other_account_cannot_read_jobs_through_the_loopback_port(unix_users, al
         assert m, served.line
         base = m.group(1)
         paths = ["/", "/api/jobs", f"/jobs/{job_id}", f"/api/jobs/{job_id}", f"/db/{job_id}.xml", "/db/index.xml"]
+        paths += [f"/jobs/{job_id}/0", f"/jobs/{job_id}?retried=1"]
         for who in (bob, alice):  # bob; and alice herself without the token
             for r in fetch_as(who, [base + p for p in paths]):
                 assert r["status"] == 403, (who.name, r["url"], r["status"])
@@ -276,6 +277,8 @@ def test_site_instance_shows_each_user_only_their_own_jobs(unix_users, alice_job
     assert [j["id"] for j in json.loads(api_list["body"])] == [bob_job]
     for r in (page, api, xml):  # alice's grid job is not in bob's home
         assert r["status"] == 404 and SECRET_VALUE not in r["body"] and SECRET_ARG not in r["body"]
+    (local,) = fetch_as(bob, [f"{base}/jobs/{job_id}/0"], as_bob)  # nor any of its local jobs
+    assert local["status"] == 404 and SECRET_VALUE not in local["body"] and job_id not in local["body"]
     index, page, xml = fetch_as(alice, [base + "/", f"{base}/jobs/{job_id}", f"{base}/db/{job_id}.xml"], as_alice)
     assert index["status"] == 200 and job_id in index["body"] and bob_job not in index["body"]
     assert page["status"] == 200 and SECRET_VALUE in page["body"]  # the owner sees her own environment

@@ -58,6 +58,7 @@ from jim.jobid import local_dir_name
 from jim.locks import locked
 from jim.log import for_job
 from jim.safeio import open_regular
+from jim.status import attempts_of
 from jim.timestamps import now_iso
 
 MAX_MERGED = 64 * 1024 * 1024  # never copy more than this much merged output
@@ -182,26 +183,37 @@ def gather(db: Database, job: GridJob) -> Path:
 def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) -> None:
     home = db.home
     root = job.id
+    local_root = home.job_dir(job.id) / "local"
     local_jobs: list[dict[str, Any]] = manifest["local_jobs"]
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
         for lj in job.local_jobs():
             k = lj.index
             d = home.local_dir(job.id, k, lj.attempt)
-            sfx = _suffix(k, lj.batch_id)
-            attempts = _earlier_attempts(tar, home.job_dir(job.id) / "local", root, k, lj.past_attempts())
-            files = []
-            for name, arc in (
-                ("stdout", f"stdout.{sfx}"),
-                ("stderr", f"stderr.{sfx}"),
-                ("wrapper.log", f"wrapper.{sfx}.log"),
-            ):
-                if _add_file(tar, d / name, f"{root}/{arc}"):
-                    files.append(arc)
-            outdir = d / "outputs"
-            if outdir.is_dir():
-                for f in sorted(outdir.iterdir()):
-                    if f.is_file() and _add_file(tar, f, f"{root}/outputs/{f.name}"):
-                        files.append(f"outputs/{f.name}")
+            attempts = []
+            for a in attempts_of(lj):  # every attempt; the last one counted
+                counted = a["n"] == lj.attempt
+                where = local_root / local_dir_name(k, a["n"])
+                if counted:
+                    files = _logs(tar, where, root, "", _suffix(k, a["batchId"]))
+                    files += _outputs(tar, where / "outputs", root)
+                else:  # an earlier attempt: its logs, apart; never its outputs
+                    files = _logs(tar, where, root, "attempts/", _suffix(k, a["batchId"], a["n"]))
+                attempts.append(
+                    {
+                        "n": a["n"],
+                        "tag": a["tag"],
+                        "batch_id": a["batchId"],
+                        "node": a["node"],
+                        "state": a["state"],
+                        "exit_code": a["exitCode"],
+                        "evidence": a["evidence"],
+                        "reason": a["reason"],
+                        "counted": counted,
+                        "next": a["retryReason"],
+                        "next_by": a["retryBy"],
+                        "files": files,
+                    }
+                )
             local_jobs.append(
                 {
                     "index": k,
@@ -216,24 +228,10 @@ def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) ->
                     "started": lj.get("started"),
                     "ended": lj.get("ended"),
                     "progress": [{"name": n, "done": a, "total": b} for n, a, b in lj.progress],
-                    "files": files,
+                    "files": attempts[-1]["files"],
                     "directory_missing": not d.is_dir(),
                     "attempt": lj.attempt,
-                    "attempts": [
-                        *attempts,
-                        {
-                            "n": lj.attempt,
-                            "tag": lj.tag,
-                            "batch_id": lj.batch_id,
-                            "node": lj.get("node") or lj.get("host"),
-                            "state": lj.state.value,
-                            "exit_code": lj.exit_code,
-                            "evidence": lj.evidence,
-                            "reason": lj.get("reason"),
-                            "counted": True,
-                            "files": files,
-                        },
-                    ],
+                    "attempts": attempts,
                 }
             )
         _add_file(tar, home.job_dir(job.id) / "jim.log", f"{root}/jim.log")
@@ -246,41 +244,27 @@ def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) ->
         os.fsync(raw.fileno())
 
 
-def _earlier_attempts(
-    tar: tarfile.TarFile, local_root: Path, root: str, index: int, past: list[dict[str, str]]
-) -> list[dict[str, Any]]:
-    """The MANIFEST entries of a local job's earlier attempts; their logs go under ``attempts/``."""
-    out = []
-    for a in past:
-        n = int(a["n"])
-        d = local_root / local_dir_name(index, n)
-        sfx = _suffix(index, a.get("batchId"), n)
-        files = []
-        for name, arc in (
-            ("stdout", f"attempts/stdout.{sfx}"),
-            ("stderr", f"attempts/stderr.{sfx}"),
-            ("wrapper.log", f"attempts/wrapper.{sfx}.log"),
-        ):
-            if _add_file(tar, d / name, f"{root}/{arc}"):
-                files.append(arc)
-        code = a.get("exitCode")
-        out.append(
-            {
-                "n": n,
-                "tag": a.get("tag"),
-                "batch_id": a.get("batchId"),
-                "node": a.get("node") or a.get("host"),
-                "state": a.get("state"),
-                "exit_code": int(code) if code not in (None, "") else None,
-                "evidence": a.get("evidence"),
-                "reason": a.get("reason"),
-                "counted": False,
-                "next": a.get("retryReason"),
-                "next_by": a.get("retryBy"),
-                "files": files,
-            }
-        )
-    return out
+def _logs(tar: tarfile.TarFile, d: Path, root: str, prefix: str, sfx: str) -> list[str]:
+    """An attempt's stdout, stderr and wrapper log into the tar (as ``<prefix>stdout.<sfx>``...)."""
+    files = []
+    for name, arc in (
+        ("stdout", f"{prefix}stdout.{sfx}"),
+        ("stderr", f"{prefix}stderr.{sfx}"),
+        ("wrapper.log", f"{prefix}wrapper.{sfx}.log"),
+    ):
+        if _add_file(tar, d / name, f"{root}/{arc}"):
+            files.append(arc)
+    return files
+
+
+def _outputs(tar: tarfile.TarFile, outdir: Path, root: str) -> list[str]:
+    """The output files of the attempt that counted, under ``outputs/``."""
+    files = []
+    if outdir.is_dir():
+        for f in sorted(outdir.iterdir()):
+            if f.is_file() and _add_file(tar, f, f"{root}/outputs/{f.name}"):
+                files.append(f"outputs/{f.name}")
+    return files
 
 
 def _add_bytes(tar: tarfile.TarFile, arcname: str, data: bytes) -> None:

@@ -397,20 +397,10 @@ python = "{sys.executable}"
     return jim_env
 
 
-def _running(jim, job, n, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = jim.status(job)
-        if sum(lj["state"] == "RUNNING" for lj in st["localJobs"]) >= n:
-            return st
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {n} running: {st['counts']}")
-
-
 def test_node_failure_shows_in_jim_status_json(fjim, fake):
     """With one attempt (the tests' configuration), a node failure fails the grid job, and says so."""
     job = fjim.submit("&(executable=/bin/sleep)(arguments=60)(count=1)")
-    (lj,) = _running(fjim, job, 1)["localJobs"]
+    (lj,) = fjim.wait_running(job, 1)["localJobs"]
     proc = subprocess.run(
         [str(FAKE_BIN / "fake-sched"), "end", lj["batchId"], "NODE_FAIL", "NodeDown"],
         env=fake.env(),

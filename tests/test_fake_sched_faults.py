@@ -91,19 +91,9 @@ class Watch:
             assert not ended or ended[0] == len(seq) - 1, f"local job {k} left a terminal state: {seq}"
 
 
-def running(jim, job, n, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = jim.status(job)
-        if sum(lj["state"] == "RUNNING" for lj in st["localJobs"]) >= n:
-            return st
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {n} running: {st['counts']}")
-
-
 def test_query_errors_degrade_change_nothing_and_submit_nothing(fjim, fake):
     job = fjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 4; exit 0")(count=4)')
-    before = running(fjim, job, 4)
+    before = fjim.wait_running(job, 4)
     fake.set_faults(fail={"squeue": -1, "sacct": -1})
     degraded = Path(fjim.home) / "cache" / "slurm.degraded"
     deadline = time.monotonic() + 20
@@ -244,7 +234,7 @@ def test_reused_id_never_takes_the_old_jobs_accounting(fjim, fake, tmp_path):
     old, env = _finish_other_grid_job(fake, tmp_path)
     fake.set_faults(min_job_age=0.5, reuse_ids=1)
     job = fjim.submit("&(executable=/bin/sleep)(arguments=3)(count=3)")
-    st = running(fjim, job, 3)
+    st = fjim.wait_running(job, 3)
     assert {lj["batchId"].split("_")[0] for lj in st["localJobs"]} == {old}, "the id was not reused"
     victim = st["localJobs"][1]["batchId"]
     subprocess.run(["fake-sched", "vanish", victim], env=env, check=True)

@@ -331,7 +331,7 @@ def test_kill_then_resubmit_one_local_job_with_the_history_in_the_record(rjim, t
         f'[ "$JIM_INDEX" = 1 ] && [ "$JIM_ATTEMPT" = 1 ] && sleep 60\nwhile [ ! -e {flag} ]; do sleep 0.1; done\n',
     )
     job = rjim.submit(f"&(executable={s})(count=3)")
-    _wait_running(rjim, job, 3)
+    rjim.wait_running(job, 3)
     assert rjim.run("kill", f"{job}.1").stdout.strip() == f"{job}.1 CANCELLED"
     # resubmitting a running one is refused, with the way out
     refused = rjim.run("resubmit", f"{job}.0")
@@ -367,16 +367,6 @@ def test_resubmit_failed_and_its_refusals(rjim, tmp_path):
     assert rjim.run("resubmit", job, "--failed").stdout.strip() == f"{job}.0 attempt 2 PLANNED"
     flag.touch()
     assert rjim.wait(job, timeout=60)["JOB_STATE"] == "DONE"
-
-
-def _wait_running(jim, job, n, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = jim.status(job)
-        if sum(lj["state"] == "RUNNING" for lj in st["localJobs"]) >= n:
-            return st
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {n} running: {st['counts']}")
 
 
 def test_jim_resubmit_usage(jim_env):

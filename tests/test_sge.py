@@ -88,16 +88,6 @@ def qacct_records(env, job: str, expected: int, timeout: float = 30.0) -> list[d
     return recs
 
 
-def _wait_running(jim, job, n, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = jim.status(job)
-        if sum(lj["state"] == "RUNNING" for lj in st["localJobs"]) >= n:
-            return st
-        time.sleep(0.5)
-    raise AssertionError(f"not {n} running: {st['counts']}")
-
-
 def test_montecarlo_grid_job_to_done(gjim, sge):
     """A Monte Carlo grid job (the demo's driver) split into 8 local jobs of one array job, to DONE."""
     driver = REPO / "examples" / "mc_driver.py"
@@ -167,7 +157,7 @@ def test_exit_100_and_99_reach_the_grid_without_eqw_or_requeue(gjim, sge):
 
 def test_cancel_mid_run_leaves_nothing_in_qstat(gjim, sge):
     job = gjim.submit("&(executable=/bin/sleep)(arguments=600)(count=40)")
-    _wait_running(gjim, job, 10)
+    gjim.wait_running(job, 10)
     t = time.monotonic()
     out = gjim.protocol("cancel", "--job-id", job)
     took = time.monotonic() - t
@@ -185,7 +175,7 @@ def test_cancel_mid_run_leaves_nothing_in_qstat(gjim, sge):
 
 def test_gram_maxwalltime_is_every_local_jobs_h_rt(gjim, sge):
     job = gjim.submit("&(executable=/bin/sleep)(arguments=600)(count=2)(maxwalltime=7)")
-    st = _wait_running(gjim, job, 1)
+    st = gjim.wait_running(job, 1)
     try:
         sge_job = next(lj["batchId"] for lj in gjim.status(job)["localJobs"] if lj["batchId"]).split(".")[0]
         p = subprocess.run(["qstat", "-j", sge_job], env=sge, capture_output=True, text=True, timeout=30)
@@ -251,7 +241,7 @@ def test_qmaster_outage_changes_nothing(gjim, sge):
     if os.geteuid() != 0:
         pytest.skip("stopping the test cell's qmaster needs root")
     job = gjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 12; exit $((JIM_INDEX % 2 * 5))")(count=4)')
-    before = _wait_running(gjim, job, 4)
+    before = gjim.wait_running(job, 4)
     ctl = str(SGE_SERVICE / "ctl.sh")
     subprocess.run([ctl, "stop-qmaster"], env=sge, check=True, capture_output=True, timeout=60)
     try:

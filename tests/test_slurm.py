@@ -108,19 +108,9 @@ def test_failing_local_job_fails_grid_job_with_its_exit_code(sjim):
     assert all(by_index[k]["state"] == "DONE" for k in (0, 1, 2, 4))
 
 
-def _wait_running(jim, job, n, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = jim.status(job)
-        if sum(lj["state"] == "RUNNING" for lj in st["localJobs"]) >= n:
-            return st
-        time.sleep(0.5)
-    raise AssertionError(f"not {n} running: {st['counts']}")
-
-
 def test_cancel_mid_run(sjim, slurm):
     job = sjim.submit("&(executable=/bin/sleep)(arguments=600)(count=40)")
-    _wait_running(sjim, job, 10)
+    sjim.wait_running(job, 10)
     out = sjim.protocol("cancel", "--job-id", job)
     assert out["JOB_STATE"] == "FAILED", out
     active = [r for r in squeue_rows(slurm) if r[2].startswith(f"jim.{job}.")]
@@ -132,7 +122,7 @@ def test_cancel_mid_run(sjim, slurm):
 
 def test_gram_maxwalltime_is_every_local_jobs_time_limit(sjim, slurm):
     job = sjim.submit("&(executable=/bin/sleep)(arguments=600)(count=3)(maxwalltime=7)")
-    _wait_running(sjim, job, 1)
+    sjim.wait_running(job, 1)
     try:
         p = subprocess.run(["squeue", "-h", "-r", "-o", "%j|%l"], env=slurm, capture_output=True, text=True, timeout=30)
         limits = {line.split("|")[1] for line in p.stdout.splitlines() if line.startswith(f"jim.{job}.")}
@@ -143,7 +133,7 @@ def test_gram_maxwalltime_is_every_local_jobs_time_limit(sjim, slurm):
 
 def test_controller_outage_changes_nothing(sjim, slurm):
     job = sjim.submit('&(executable=/bin/sh)(arguments=-c "sleep 20; exit $((JIM_INDEX % 2 * 5))")(count=6)')
-    before = _wait_running(sjim, job, 6)
+    before = sjim.wait_running(job, 6)
     ctl = str(SLURM_SERVICE / "ctl.sh")
     subprocess.run([ctl, "stop-ctld"], env=slurm, check=True, capture_output=True, timeout=60)
     try:

@@ -105,6 +105,17 @@ class Jim:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
+    def wait_running(self, job_id: str, n: int, timeout: float = 60.0, every: float = 0.2) -> dict:
+        """``jim status --json`` of the grid job once at least ``n`` of its local jobs run."""
+        deadline = time.monotonic() + timeout
+        st: dict = {}
+        while time.monotonic() < deadline:
+            st = self.status(job_id)
+            if sum(lj["state"] == "RUNNING" for lj in st["localJobs"]) >= n:
+                return st
+            time.sleep(every)
+        raise AssertionError(f"fewer than {n} local jobs of {job_id} running after {timeout:g} s: {st.get('counts')}")
+
     def job_ids(self) -> list[str]:
         return sorted(p.stem for p in (self.home / "db").glob("*.state"))
 

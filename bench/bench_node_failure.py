@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """A worker node dies under a grid job: how long until its local jobs run again, and what it costs.
 
-    python bench/bench_node_failure.py [--jobs 20] [--cool-offs 2,30] [--steady 60]
+    python bench/bench_node_failure.py [--jobs 12] [--cool-offs 2,30] [--steady 60]
 
 Needs the multi-node test Slurm (tests/services/slurm-cluster; started here if it is not running,
 as root).  For each cool-off: a grid job of ``--jobs`` local jobs (``sleep 600``) on partition
-``normal``; once every local job runs, the node running most of them is crashed (its slurmd and
+``normal``, no more than the nodes left after the crash can run at once (16 CPUs); once every local job runs, the node running most of them is crashed (its slurmd and
 its jobs' processes SIGKILLed).  Measured from the crash:
 
 * Slurm's own delay: when slurmctld ends the node's jobs NODE_FAIL (SlurmdTimeout, 10 s here);
@@ -163,7 +163,7 @@ cool_off = {cool_off}
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=20)
+    ap.add_argument("--jobs", type=int, default=12, help="at most what two of the three nodes can run at once")
     ap.add_argument("--cool-offs", default="2,30")
     ap.add_argument("--steady", type=float, default=60.0)
     ap.add_argument("--cache-interval", type=float, default=30.0, help="[batch] cache_interval (a site's: 30 s)")

@@ -198,7 +198,7 @@ def _waits(lj: dict[str, Any], now: float) -> bool:
 
 
 def _retries_line(data: dict[str, Any], now: float) -> list[str]:
-    """``  retries    4 (3 local jobs resubmitted; 1 waiting for its cool-off)``, when there were any."""
+    """``  retries    4 (3 local jobs tried again; 1 waiting for its cool-off)``, when there were any."""
     locals_ = data.get("localJobs") or []
     retries = data.get("retries")
     if not isinstance(retries, int):
@@ -208,7 +208,7 @@ def _retries_line(data: dict[str, Any], now: float) -> list[str]:
     again = sum(1 for lj in locals_ if _attempt_count(lj) > 1)
     by_hand = sum(1 for lj in locals_ for a in lj.get("attempts") or () if a.get("retryBy"))
     waiting = sum(1 for lj in locals_ if _waits(lj, now))
-    parts = [f"{again} local job{'' if again == 1 else 's'} resubmitted"]
+    parts = [f"{again} local job{'' if again == 1 else 's'} tried again"]
     if by_hand:
         parts.append(f"{by_hand} by hand")
     if waiting:

@@ -124,7 +124,7 @@ def retried(home, monkeypatch):
 def test_status_text_counts_the_retries_and_lists_every_attempt(retried):
     db, job = retried
     text = render_status(status_json(db.read(job)))
-    assert "  retries    3 (3 local jobs resubmitted; 1 by hand; 1 waiting for its cool-off)" in text
+    assert "  retries    3 (3 local jobs tried again; 1 by hand; 1 waiting for its cool-off)" in text
     head = next(line for line in text.splitlines() if "PROGRESS / REASON" in line)
     assert head.split()[:4] == ["#", "STATE", "TRY", "EXIT"]
     rows = {line.split()[0]: line.split() for line in text.splitlines() if re.match(r"\s+\d+ [A-Z]", line)}

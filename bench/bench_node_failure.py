@@ -5,13 +5,15 @@
 
 Needs the multi-node test Slurm (tests/services/slurm-cluster; started here if it is not running,
 as root).  For each cool-off: a grid job of ``--jobs`` local jobs (``sleep 600``) on partition
-``normal``, no more than the nodes left after the crash can run at once (16 CPUs); once every local job runs, the node running most of them is crashed (its slurmd and
+``normal``, no more than the nodes left after the crash can run at once (16 CPUs); once every
+local job runs, the node running most of them is crashed (its slurmd and
 its jobs' processes SIGKILLed).  Measured from the crash:
 
 * Slurm's own delay: when slurmctld ends the node's jobs NODE_FAIL (SlurmdTimeout, 10 s here);
-* jim's: when the monitor recorded the failed attempts (their ``ended`` time), and when every
-  affected local job's next attempt was RUNNING on another node, against the configured cool-off
-  (``[retry] cool_off``; the monitor interval is 2 s, jim's default);
+* jim's: when the monitor recorded the failed attempts (their ``ended`` time), when it submitted
+  the next attempts (after the configured cool-off, ``[retry] cool_off``), when their wrappers
+  started on the other nodes (their ``started`` files), and when jim's status showed them RUNNING
+  (its next squeue: up to ``--cache-interval`` later; the monitor interval is 2 s, jim's default);
 * the Slurm commands jim ran per minute (``--cache-interval``: how long one squeue answer is shared,
   30 s as at a site) (a PATH shim logs each), over ``--steady`` seconds before
   the crash and from the crash until every affected local job runs again.
@@ -136,9 +138,14 @@ cool_off = {cool_off}
         again = [lj for lj in st["localJobs"] if lj["index"] in affected and lj["attempt"] >= 2]
         return st if len(again) == len(affected) and all(lj["state"] == "RUNNING" for lj in again) else None
 
-    st = wait("every affected local job running again", rerun, 600, every=0.25)
+    st = wait("jim shows every affected local job running again", rerun, 600, every=0.25)
     t_all = time.time()
-    recorded = [parse_iso(lj["attempts"][0]["ended"]) or t_all for lj in st["localJobs"] if lj["index"] in affected]
+    mine = [lj for lj in st["localJobs"] if lj["index"] in affected]
+    recorded = [parse_iso(lj["attempts"][0]["ended"]) or t_all for lj in mine]
+    submitted = [parse_iso(lj["attempts"][1]["submitted"]) or t_all for lj in mine]
+    # when the next attempts' wrappers really started on their nodes (their own "started" files)
+    local = home / "jobs" / job / "local"
+    started = [float(json.loads((local / f"{k}.2" / "started").read_text())["time"]) for k in affected]
     subprocess.run([*jim, "cancel", "--job-id", job], env=env, capture_output=True, timeout=120, cwd="/")
     cluster.revive_node(victim)
     steady_cmds = commands(log, t_crash - steady, t_crash)
@@ -152,8 +159,9 @@ cool_off = {cool_off}
         "affected": len(affected),
         "slurm_node_fail_after_s": round(min(slurm_failed.values()) - t_crash, 1) if slurm_failed else None,
         "jim_recorded_after_s": round(max(recorded) - t_crash, 1),
-        "all_running_again_after_s": round(t_all - t_crash, 1),
-        "beyond_cool_off_s": round(t_all - t_crash - cool_off, 1),
+        "resubmitted_after_s": round(max(submitted) - t_crash, 1),
+        "running_again_after_s": round(max(started) - t_crash, 1),
+        "jim_shows_running_after_s": round(t_all - t_crash, 1),
         "commands_per_min_steady": round(sum(steady_cmds.values()) * 60 / steady, 1),
         "commands_steady": dict(steady_cmds),
         "commands_per_min_failure": round(sum(failure_cmds.values()) * 60 / span, 1),
@@ -177,14 +185,15 @@ def main():
     cool_offs = [float(c) for c in args.cool_offs.split(",")]
     runs = [one_run(cluster, jim, tmp, py, args.jobs, c, args.steady, args.cache_interval) for c in cool_offs]
     print(
-        f"{'cool-off':>8} {'affected':>8} {'slurm NODE_FAIL':>15} {'jim recorded':>12} {'running again':>13} "
-        f"{'cmds/min steady':>15} {'cmds/min failure':>16}"
+        f"{'cool-off':>8} {'affected':>8} {'Slurm NODE_FAIL':>15} {'jim recorded':>12} {'resubmitted':>11} "
+        f"{'running again':>13} {'jim shows it':>12} {'cmds/min steady':>15} {'cmds/min failure':>16}"
     )
     for r in runs:
         print(
             f"{r['cool_off_s']:>7g}s {r['affected']:>8} {r['slurm_node_fail_after_s'] or '-':>14}s "
-            f"{r['jim_recorded_after_s']:>11}s {r['all_running_again_after_s']:>12}s "
-            f"{r['commands_per_min_steady']:>15} {r['commands_per_min_failure']:>16}"
+            f"{r['jim_recorded_after_s']:>11}s {r['resubmitted_after_s']:>10}s {r['running_again_after_s']:>12}s "
+            f"{r['jim_shows_running_after_s']:>11}s {r['commands_per_min_steady']:>15} "
+            f"{r['commands_per_min_failure']:>16}"
         )
     results = HERE / "results"
     results.mkdir(exist_ok=True)

@@ -47,6 +47,7 @@ class TestFakeSchedConformance(AdapterConformance):
             wrapper=chunk.wrapper,
             sandbox=chunk.sandbox,
             outroot=chunk.outroot,
+            attempt=chunk.attempt,
         )
 
 

@@ -48,6 +48,7 @@ class TestPbsConformance(AdapterConformance):
             wrapper=chunk.wrapper,
             sandbox=chunk.sandbox,
             outroot=chunk.outroot,
+            attempt=chunk.attempt,
             index_env="PBS_ARRAYID",
             task="",
         )

@@ -51,4 +51,5 @@ class TestSlurmConformance(AdapterConformance):
             wrapper=chunk.wrapper,
             sandbox=chunk.sandbox,
             outroot=chunk.outroot,
+            attempt=chunk.attempt,
         )

@@ -100,6 +100,7 @@ pidfile=$AREX_PIDFILE
 controldir=$STATE/control
 sessiondir=$STATE/session
 tmpdir=$STATE/tmp
+runtimedir=$STATE/rte
 
 [arex/ws]
 wsurl=https://localhost:$PORT/arex
@@ -120,6 +121,20 @@ alias=jim-test-arc
 
 $tail_blocks
 CONF
+
+# jim's job types as runtime environments (ENV/JIM/MONTECARLO "events=1000" ...):
+# A-REX accepts a job asking for an RTE only when that RTE is enabled. The
+# scripts do nothing on the node: the jim LRMS reads the name and options from
+# the grami file.
+for t in GENERIC MONTECARLO REPROCESSING CONCAT PARAMETRIC; do
+    install -d -m 755 "$STATE/rte/ENV/JIM"
+    printf '# jim job type %s: the jim LRMS turns it and its options into the grid job'"'"'s\n# attributes; nothing to do here.\ntrue\n' \
+        "$(echo "$t" | tr A-Z a-z)" > "$STATE/rte/ENV/JIM/$t"
+    chmod 644 "$STATE/rte/ENV/JIM/$t"
+done
+ARC_CONFIG="$CONF" arcctl rte enable -f ENV/JIM/GENERIC ENV/JIM/MONTECARLO ENV/JIM/REPROCESSING \
+    ENV/JIM/CONCAT ENV/JIM/PARAMETRIC > "$STATE/log/rte-enable.out" 2>&1 \
+    || { cat "$STATE/log/rte-enable.out" >&2; arc_die "arcctl rte enable failed"; }
 
 # Without this file the web service's start script runs "openssl dhparam 4096"
 # (minutes of CPU); a standard RFC 7919 group is accepted as it is.

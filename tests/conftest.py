@@ -48,6 +48,16 @@ def unix_users(_unix_users_ready):
         u.clean()
 
 
+@pytest.fixture(scope="module")
+def arc():
+    """The ARC CE test service, jim on fork behind it (tests/support/arc.py; start.sh switches its mode)."""
+    from support import arc as arc_ce  # (lazy: only the ARC tests need it)
+
+    ok, why = arc_ce.available()
+    require_service(ok, f"the ARC CE test service ({why})")
+    return arc_ce.start("jim-fork")
+
+
 @pytest.fixture(scope="session")
 def _slurm_cluster_session():
     from support.slurm_cluster import session_cluster  # (lazy: only the slurm_cluster tests need it)

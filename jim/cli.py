@@ -5,6 +5,7 @@ Protocol commands (what the gatekeeper's module calls) print only
 
     jim submit --rsl 'RSL' | --description FILE.json | --jdl FILE   -> JOB_ID=, JOB_STATE=
     jim poll --job-id ID                                            -> JOB_STATE= [EXIT_CODE=]
+    jim poll --json (--job-id A [--job-id B ...] | --active)        -> one JSON object, id -> those keys
     jim cancel --job-id ID                                          -> JOB_STATE=FAILED
     on any error                                                    -> ERROR=<GRAM code>, MESSAGE=<one line>
 
@@ -13,7 +14,7 @@ plug-in or library prints lands there, never in the protocol.  Exit status:
 0 success, 1 failure (the protocol lines say which), 2 usage error.
 
 Human commands: ``status``, ``list``, ``plan``, ``handlers``, ``doctor``,
-``serve``, ``advertise``, ``gram-install``.
+``serve``, ``advertise``, ``gram-install``, ``arc-install`` (and ``arc-backend``, the ARC CE's calls).
 
 ``poll`` runs every 10 s per grid job at a real site, so it takes a short
 path: no argparse, no lxml, no config parsing when ``$JIM_HOME`` is set; it
@@ -45,6 +46,7 @@ USAGE = """usage: jim [-v|-q] [--as-owner] COMMAND ...
 protocol commands (stdout is KEY=VALUE lines only):
   submit (--rsl RSL | --description FILE.json | --jdl FILE)   record a grid job, start it
   poll --job-id ID                                             the grid job's GRAM state
+  poll --json (--job-id A [--job-id B ...] | --active)         many grid jobs at once: one JSON object
   cancel --job-id ID                                           stop every local job, gather outputs
 
 commands for people:
@@ -60,6 +62,8 @@ commands for people:
                             or site-wide behind an authenticating web server)
   advertise [--collector HOST] [--json]   the site's ClassAd: printed, or sent to a collector
   gram-install [...]        install the GRAM5 job manager glue (as root)
+  arc-install [...]         install jim as a NorduGrid ARC CE backend, lrms=jim (as root)
+  arc-backend submit|scan|cancel|info --config CFG ...   the ARC CE's calls (see docs/arc.md)
 
 environment: JIM_HOME (data, default ~/.jim), JIM_CONFIG (TOML config, default /etc/jim/jim.toml)
 
@@ -115,6 +119,8 @@ class _Protocol:
 
 def _fast_poll(args: list[str]) -> int:
     """``jim poll --job-id ID`` without argparse, config parsing or lxml: the hot path."""
+    if "--json" in args:
+        return _bulk_poll(args, as_owner=False)
     job_id = None
     i = 0
     while i < len(args):
@@ -153,6 +159,95 @@ def _fast_poll(args: list[str]) -> int:
     finally:
         out.close()
     return code
+
+
+#: At most this many ``--job-id`` in one ``jim poll --json``.
+MAX_BULK_IDS = 100_000
+
+
+def _bulk_poll(args: list[str], *, as_owner: bool) -> int:
+    """``jim poll --json --job-id A [--job-id B ...]`` or ``--json --active``: ONE JSON object
+    ``{"<id>": {"JOB_STATE": .., "EXIT_CODE": .., "MESSAGE": ..}}`` read from the poll summaries (an id
+    jim does not know: ``{"<id>": {"ERROR": 156, "MESSAGE": ..}}``); the background processes are started
+    as ``jim poll`` starts them.  A problem with the home itself: ``{"ERROR": n, "MESSAGE": ..}``, exit 1."""
+    import json  # (lazy: the single poll prints KEY=VALUE lines)
+
+    ids: list[str] = []
+    active = False
+    bad = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("--job-id", "-j") and i + 1 < len(args):
+            ids.append(args[i + 1])
+            i += 2
+            continue
+        if a.startswith("--job-id="):
+            ids.append(a.split("=", 1)[1])
+        elif a == "--active":
+            active = True
+        elif a != "--json":
+            bad = f"unknown argument {a[:80]!r} to jim poll --json"
+        i += 1
+    if not bad and not ids and not active:
+        bad = "poll --json needs --job-id ID (one or more) or --active"
+    if not bad and len(ids) > MAX_BULK_IDS:
+        bad = f"poll --json takes at most {MAX_BULK_IDS} job ids"
+    answer: dict[str, object] = {}
+    code = 0
+    out = _Protocol()  # (anything printed meanwhile goes to stderr)
+    try:
+        try:
+            if bad:
+                _not_found(bad, gram_error=46)
+            home = _home_for_poll()
+            _check_home(home, as_owner=as_owner or _as_owner_env())
+            named = set(ids)
+            if active:
+                ids += [j for j in _summary_ids(home) if j not in named]
+            now = time.time()
+            for job_id in ids:
+                if not valid_job_id(job_id):
+                    answer[job_id] = {"ERROR": 156, "MESSAGE": f"no grid job {job_id[:80]!r} (not a jim job id)"}
+                    continue
+                found = summary.read(summary.path(home, job_id))
+                if found is None:
+                    answer[job_id] = {"ERROR": 156, "MESSAGE": f"no grid job {job_id}"}
+                    continue
+                if summary.terminal(found) and job_id not in named:
+                    continue
+                row: dict[str, object] = {}
+                for key in summary.PROTOCOL_KEYS:
+                    if key in found:
+                        row[key] = int(found[key]) if key == "EXIT_CODE" and _is_int(found[key]) else found[key]
+                answer[job_id] = row
+                if not summary.terminal(found):
+                    background.ensure_running(home, job_id, worker_needed=summary.unsubmitted(found, now))
+        except Exception as e:
+            from jim.errors import JimError  # (lazy: see _fast_poll)
+
+            if not isinstance(e, JimError):
+                raise
+            answer, code = {"ERROR": e.gram_error, "MESSAGE": e.message}, 1
+    except Exception as e:  # never a traceback on stdout
+        answer, code = {"ERROR": 17, "MESSAGE": f"internal error in jim poll: {type(e).__name__}: {e}"}, 1
+        _log_exception("poll --json")
+    out.lines = [json.dumps(answer, sort_keys=True) + "\n"]
+    out.close()
+    return code
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit() and len(text) < 20
+
+
+def _summary_ids(home: str) -> list[str]:
+    """Every grid job id that has a poll summary in ``home``."""
+    try:
+        names = os.listdir(os.path.join(home, "db"))
+    except FileNotFoundError:
+        return []
+    return sorted(n[: -len(".state")] for n in names if n.endswith(".state") and valid_job_id(n[: -len(".state")]))
 
 
 def _home_for_poll() -> str:
@@ -353,6 +448,12 @@ def main(argv: list[str] | None = None) -> int:
         flags.append(argv.pop(0))
     if argv and argv[0] == "poll" and not flags:
         return _fast_poll(argv[1:])
+    if argv and argv[0] == "poll" and "--json" in argv:
+        return _bulk_poll(argv[1:], as_owner="--as-owner" in flags)
+    if argv and argv[0] in ("arc-install", "arc-backend"):
+        from jim.arc import main as arc_main  # (lazy: the ARC CE's backend and its installer, never poll's)
+
+        return arc_main(argv)
     if argv and argv[0] == "gram-install":
         from jim.gram import main as gram_main  # (lazy: an admin's command, never poll's)
 

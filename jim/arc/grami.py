@@ -1,0 +1,186 @@
+"""The grami file A-REX hands ``submit-jim-job``, as a jim job description.
+
+A-REX 6 writes each job's description for the batch-system backend as shell
+assignments (``joboption_arg_0='./run.sh'``, values quoted for ``sh``).  jim
+never sources it: the text is bounded (:data:`MAX_GRAMI_BYTES`), split into
+words with :mod:`shlex` (a quoted value may hold spaces, quotes and newlines),
+and every word must be one ``joboption_<name>=<value>`` assignment.
+
+What becomes what (:func:`to_description`):
+
+=================================  ======================================================
+grami                              jim attribute
+=================================  ======================================================
+``joboption_arg_0``, ``_arg_N``    ``executable`` (relative to the session directory),
+                                   ``arguments``
+``joboption_env_N`` (``N=V``)      ``environment``
+``joboption_directory``            ``directory`` (the session directory)
+``joboption_stdin/stdout/stderr``  ``stdin``, ``stdout``, ``stderr``
+``joboption_walltime`` (seconds)   ``maxwalltime`` (minutes, rounded up)
+``joboption_count``                ``count``
+``joboption_queue``                ``queue`` (when jim's configuration names that queue)
+``joboption_jobname``              ``jobname`` (one word: blanks become ``_``)
+``joboption_memory`` (MB)          ``maxmemory``
+``joboption_runtime_N``            ``ENV/JIM/<TYPE>``: ``jimtype`` = the type, lower-cased
+``joboption_runtime_N_M``          ``name=value``: the jim attribute ``name``
+``JIM_<NAME>`` environment         the jim attribute ``<name>`` (only where no runtime
+                                   environment option gave it; ``JIM_JOBTYPE`` and
+                                   ``JIM_JIMTYPE`` are ``jimtype``)
+=================================  ======================================================
+
+The whole grami is recorded as the description's source (format ``grami``):
+the ARC job id (``joboption_gridid``) stays with the grid job.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from jim.errors import DescriptionError
+from jim.jobdesc import JIM_ATTRIBUTES, JobDescription, Value, canonical, check_text, from_mapping, shown
+
+#: Size of a grami file jim reads, in bytes (jim's own description limit).
+MAX_GRAMI_BYTES = 1024 * 1024
+#: Output tar written into the session directory when the job names none.
+DEFAULT_OUTPUT_TAR = "jim-output.tar"
+#: Runtime environments whose name starts so carry jim's job type.
+RTE_PREFIX = "ENV/JIM/"
+
+_NAME = re.compile(r"joboption_[A-Za-z0-9_]+")
+_INDEXED = re.compile(r"joboption_(arg|env|runtime)_(\d{1,6})(?:_(\d{1,6}))?")
+_ENV_ALIASES = {"JOBTYPE": "jimtype", "JIMTYPE": "jimtype", "TYPE": "jimtype"}
+
+
+class GramiError(DescriptionError):
+    """A grami file jim cannot read (GRAM 48, as a description that does not parse)."""
+
+    gram_error = 48
+
+
+def parse(text: str) -> dict[str, str]:
+    """``joboption_*`` name -> value.  Raises :class:`GramiError` with a one-line reason."""
+    if len(text.encode("utf-8", "surrogateescape")) > MAX_GRAMI_BYTES:
+        raise GramiError(f"the grami file is longer than {MAX_GRAMI_BYTES} bytes")
+    try:
+        check_text(text, "grami")
+    except DescriptionError as e:
+        raise GramiError(e.message) from None
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    options: dict[str, str] = {}
+    try:
+        for word in lexer:
+            name, sep, value = word.partition("=")
+            if not sep or not _NAME.fullmatch(name):
+                raise GramiError(f"the grami file holds {shown(word, 60)}, not a joboption_<name>=<value> assignment")
+            options[name] = value
+    except ValueError as e:  # (shlex: an unterminated quote)
+        raise GramiError(f"the grami file does not parse: {e}") from None
+    return options
+
+
+def _indexed(options: dict[str, str], kind: str) -> list[tuple[int, str]]:
+    found = []
+    for name, value in options.items():
+        m = _INDEXED.fullmatch(name)
+        if m and m.group(1) == kind and m.group(3) is None:
+            found.append((int(m.group(2)), value))
+    return sorted(found)
+
+
+def runtime_attributes(options: dict[str, str]) -> dict[str, list[str]]:
+    """jim attributes from the runtime environments ``ENV/JIM/<TYPE>`` and their options."""
+    attrs: dict[str, list[str]] = {}
+    rtes = dict(_indexed(options, "runtime"))
+    for name, value in options.items():
+        m = _INDEXED.fullmatch(name)
+        if not m or m.group(1) != "runtime":
+            continue
+        rte = rtes.get(int(m.group(2)), "")
+        if not rte.upper().startswith(RTE_PREFIX):
+            continue
+        if m.group(3) is None:
+            jimtype = rte[len(RTE_PREFIX) :].strip().lower()
+            if not jimtype or "/" in jimtype:
+                raise DescriptionError(f"runtime environment {shown(rte)}: name a job type, ENV/JIM/<TYPE>")
+            attrs.setdefault("jimtype", []).append(jimtype)
+            continue
+        key, sep, val = value.partition("=")
+        if not sep or not key.strip():
+            raise DescriptionError(f"runtime environment {shown(rte)}: option {shown(value)} is not name=value")
+        attrs.setdefault(canonical(key.strip()), []).append(val)
+    return attrs
+
+
+def environment_attributes(environment: list[tuple[str, str]], known: set[str]) -> dict[str, list[str]]:
+    """jim attributes from ``JIM_<NAME>`` environment variables (names jim or a job type declares)."""
+    attrs: dict[str, list[str]] = {}
+    for name, value in environment:
+        if not name.startswith("JIM_"):
+            continue
+        attr = _ENV_ALIASES.get(name[4:].upper()) or canonical(name[4:])
+        if attr in known and attr not in attrs:
+            attrs[attr] = [value]
+    return attrs
+
+
+def to_description(
+    text: str, *, known: set[str] | None = None, queues: set[str] | None = None
+) -> tuple[JobDescription, dict[str, str]]:
+    """The jim description of a grami text, and its parsed options.
+
+    ``known``: the attribute names ``JIM_*`` variables may set (default: jim's own, see
+    :data:`jim.jobdesc.JIM_ATTRIBUTES`); ``queues``: the queue names jim's configuration has (the ARC
+    queue is passed on only when it is one of them; None: always)."""
+    options = parse(text)
+    known = set(JIM_ATTRIBUTES) if known is None else known
+    session = options.get("joboption_directory", "")
+    if not session.startswith("/"):
+        raise DescriptionError("the grami file names no session directory (joboption_directory)")
+    args = [v for _i, v in _indexed(options, "arg")]
+    if not args or not args[0]:
+        raise DescriptionError("the ARC job has no executable (joboption_arg_0)", gram_error=81)
+    attrs: dict[str, list[Value]] = {"executable": [args[0]], "directory": [session]}
+    if args[1:]:
+        attrs["arguments"] = list(args[1:])
+    environment: list[tuple[str, str]] = []
+    for _i, item in _indexed(options, "env"):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise DescriptionError(f"environment entry {shown(item)} is not NAME=value")
+        environment.append((name, value))
+    if environment:
+        attrs["environment"] = [[n, v] for n, v in environment]
+    for key in ("stdin", "stdout", "stderr"):
+        value = options.get(f"joboption_{key}", "")
+        if value:
+            attrs[key] = [value]
+    walltime = options.get("joboption_walltime", "").strip()
+    if walltime:
+        if not walltime.isdigit() or len(walltime) > 12:
+            raise DescriptionError(f"the wall time must be a number of seconds, got {shown(walltime)}")
+        attrs["maxwalltime"] = [str(max(1, -(-int(walltime) // 60)))]
+    count = options.get("joboption_count", "").strip()
+    if count:
+        attrs["count"] = [count]
+    memory = options.get("joboption_memory", "").strip()
+    if memory:
+        attrs["maxmemory"] = [memory]
+    queue = options.get("joboption_queue", "").strip()
+    if queue and (queues is None or queue in queues):
+        attrs["queue"] = [queue]
+    jobname = " ".join(options.get("joboption_jobname", "").split())
+    if jobname:
+        attrs["jobname"] = [jobname.replace(" ", "_")]
+    extra = runtime_attributes(options)
+    for name, values in environment_attributes(environment, known).items():
+        extra.setdefault(name, values)
+    for name, values in extra.items():
+        if name in attrs:
+            raise DescriptionError(f"jim attribute {shown(name)} may not be given as a runtime environment option")
+        attrs[name] = list(values)
+    attrs.setdefault("outputtar", [DEFAULT_OUTPUT_TAR])  # (relative: in the session directory)
+    desc = from_mapping(attrs, source_format="grami", source_text=text)
+    return desc, options

@@ -265,6 +265,12 @@ class ArcCE:
         return "\n".join(parts)
 
 
+def run_root(argv: list[str], env: dict[str, str]) -> None:
+    """A command of the service's neighbours (scontrol) as root; it must succeed."""
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f"{argv} failed: {p.stdout}{p.stderr}"
+
+
 def start(mode: str) -> ArcCE:
     """The service in ``mode`` (start.sh restarts it when it runs in another)."""
     if running_mode() != mode:

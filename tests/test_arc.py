@@ -1,0 +1,183 @@
+"""jim behind a real NorduGrid ARC CE (A-REX 6.17), driven by the real ARC client.
+
+The service is tests/services/arc (scripts/test.sh starts it; as root
+``tests/services/arc/start.sh``): A-REX on loopback with the LRMS ``jim``
+installed by ``jim arc-install``; the client commands run as an unprivileged
+account, the grid jobs as the mapped account, whose jim runs the local jobs on
+the fork backend or, for the Slurm tests, on the test Slurm.  jim's job type
+and its options travel as an ARC runtime environment
+(``runtimeenvironment="ENV/JIM/MONTECARLO" "events=1000" ...``).
+
+The jobs of each backend are submitted together by a module fixture and followed
+by one ``arcstat`` loop (:class:`support.arc.Watch`); each test then checks its
+own job.  What the client shows lags A-REX by up to the info provider's period
+(5 s here, set by start.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+import time
+
+import pytest
+
+from support import arc as arc_ce
+from support.env import require_service
+from support.services import cluster_lock, slurm_env
+
+pytestmark = [pytest.mark.arc, pytest.mark.slow]
+
+MC_SCRIPT = """#!/bin/sh
+echo "events $JIM_FIRST_EVENT-$JIM_LAST_EVENT {marker}"
+echo "stderr of $JIM_FIRST_EVENT" >&2
+sleep "${1:-0}"
+"""
+
+
+def mc_xrsl(name: str, events: int, per_job: int, sleep: int = 0) -> str:
+    return f"""&(executable="mc.sh")(arguments="{sleep}")
+ (inputfiles=("mc.sh" "{{dir}}/mc.sh"))
+ (jobname="{name}")
+ (stdout="out.txt")(stderr="err.txt")
+ (outputfiles=("jim-output.tar" ""))
+ (runtimeenvironment="ENV/JIM/MONTECARLO" "events={events}" "eventsperjob={per_job}")
+ (walltime="30 minutes")
+"""
+
+
+def check_montecarlo(ce: arc_ce.ArcCE, job: arc_ce.ArcJob, local_jobs: int, per_job: int) -> None:
+    fields = ce.wait(job, "Finished", timeout=300)
+    assert fields.get("Exit Code") == "0", fields
+    got = ce.get(job)
+    out = (got / "out.txt").read_text()
+    # the merged stdout: every local job's slice of the events, in local-job order
+    expected = [f"events {k * per_job + 1}-{(k + 1) * per_job} {job.marker}" for k in range(local_jobs)]
+    assert [line for line in out.splitlines() if line.startswith("events ")] == expected, out
+    assert "stderr of 1" in (got / "err.txt").read_text()
+    tars = list(got.glob("jim-output.tar*"))
+    assert tars, f"no output tar among {sorted(p.name for p in got.iterdir())}"
+    with tarfile.open(tars[0], "r:*") as tar:
+        names = tar.getnames()
+        manifest_name = next(n for n in names if n.endswith("/MANIFEST.json"))
+        f = tar.extractfile(manifest_name)
+        assert f is not None
+        manifest = json.load(f)
+    assert len(manifest["local_jobs"]) == local_jobs, manifest
+    assert any(n.endswith("/MANIFEST.txt") for n in names), names
+
+
+# -- jim on fork ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fork_jobs(arc):
+    """Every fork-backend job of this module, submitted at once and followed by one arcstat loop."""
+    watch = arc_ce.Watch(arc)
+    jobs = {
+        "mc": arc.submit("arc-mc", mc_xrsl("arc-mc", 1000, 250), {"mc.sh": MC_SCRIPT}),
+        "exit3": arc.submit(
+            "arc-exit3",
+            '&(executable="/bin/sh")(arguments="-c" "echo before the end; exit 3")'
+            '(jobname="arc-exit3")(stdout="out.txt")(stderr="err.txt")',
+        ),
+        "kill": arc.submit("arc-kill", mc_xrsl("arc-kill", 40, 10, sleep=600), {"mc.sh": MC_SCRIPT}),
+        "badtype": arc.submit(
+            "arc-badtype",
+            '&(executable="/bin/true")(jobname="arc-badtype")(environment=("JIM_JOBTYPE" "nosuchtype"))',
+        ),
+    }
+    for job in jobs.values():
+        watch.follow(job)
+    yield arc, watch, jobs
+    watch.stop()
+    arc.clean(*jobs.values())
+
+
+def test_montecarlo_job_on_fork_becomes_local_jobs_and_returns_merged_outputs(fork_jobs):
+    ce, _watch, jobs = fork_jobs
+    check_montecarlo(ce, jobs["mc"], local_jobs=4, per_job=250)
+
+
+def test_local_job_exit_3_fails_the_arc_job_with_exit_code_3(fork_jobs):
+    ce, _watch, jobs = fork_jobs
+    fields = ce.wait(jobs["exit3"], "Failed", timeout=300)
+    assert fields.get("Exit Code") == "3", fields
+    got = ce.get(jobs["exit3"])
+    assert "before the end" in (got / "out.txt").read_text()
+
+
+def test_arckill_of_running_multi_local_job_job_leaves_no_local_job(fork_jobs):
+    ce, _watch, jobs = fork_jobs
+    job = jobs["kill"]
+    ce.wait(job, "Running", timeout=240)
+    deadline = time.monotonic() + 60
+    while len(ce.processes(job.marker)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(ce.processes(job.marker)) >= 4, "the 4 local jobs never ran together"
+    ce.kill(job)
+    fields = ce.wait(job, "Killed", timeout=240)
+    assert fields.get("State") == "Killed", fields
+    deadline = time.monotonic() + 30
+    while ce.processes(job.marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ce.processes(job.marker) == [], "local jobs still run after arckill"
+
+
+def test_bad_job_type_fails_at_submit_with_jims_reason(fork_jobs):
+    ce, _watch, jobs = fork_jobs
+    job = jobs["badtype"]
+    fields = ce.wait(job, "Failed", timeout=240)
+    assert "unknown job type 'nosuchtype'" in fields.get("Job Error", ""), (fields, ce.diagnostics(job))
+    assert ce.jim_id(job) is None, "jim recorded a grid job for a refused description"
+
+
+# -- jim on Slurm -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slurm_jobs(arc):
+    """One Monte Carlo job on the test Slurm, held in Slurm's queue until arcstat has shown it Queuing."""
+    env = slurm_env()
+    require_service(env is not None, "the test Slurm cluster (tests/services/slurm/start.sh)")
+    assert env is not None
+    with cluster_lock():
+        ce = arc_ce.start("jim-slurm")
+        watch = arc_ce.Watch(ce, interval=1.0)
+        scontrol = ["scontrol", "update", "PartitionName=debug"]
+        arc_ce.run_root([*scontrol, "State=DOWN"], env)
+        try:
+            job = ce.submit("arc-slurm-mc", mc_xrsl("arc-slurm-mc", 300, 100, sleep=12), {"mc.sh": MC_SCRIPT})
+            watch.follow(job)
+            deadline = time.monotonic() + 120
+            while "Queuing" not in watch.states(job) and time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            arc_ce.run_root([*scontrol, "State=UP"], env)
+        try:
+            yield ce, watch, job
+        finally:
+            watch.stop()
+            ce.clean(job)
+            arc_ce.start("jim-fork")
+
+
+def test_montecarlo_job_on_slurm_becomes_local_jobs_and_returns_merged_outputs(slurm_jobs):
+    ce, _watch, job = slurm_jobs
+    check_montecarlo(ce, job, local_jobs=3, per_job=100)
+
+
+def test_info_provider_shows_queuing_then_running(slurm_jobs):
+    ce, watch, job = slurm_jobs
+    ce.wait(job, "Finished", timeout=300)
+    seen = watch.states(job)
+    assert "Queuing" in seen and "Running" in seen, seen
+    assert seen.index("Queuing") < seen.index("Running") < seen.index("Finished"), seen
+
+
+def test_service_listens_on_loopback_only(arc):
+    port = arc.endpoint.split(":")[2].split("/")[0]
+    p = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True)
+    addresses = [line.split()[3] for line in p.stdout.splitlines()]
+    assert addresses and all(a.startswith("127.0.0.1:") for a in addresses), addresses

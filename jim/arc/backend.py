@@ -343,7 +343,9 @@ def jobs_in_lrms(controldir: str, states: tuple[str, ...] = ("INLRMS", "CANCELIN
             continue
         text, st = local
         localid = _local_value(text, "localid")
-        if not localid or st.st_uid == 0:  # (not submitted yet; or nobody to act as)
+        if not localid:  # (not submitted to jim yet)
+            continue
+        if os.geteuid() != 0 and st.st_uid != os.geteuid():  # (only root acts as another account)
             continue
         found.append(
             ArcJob(
@@ -382,12 +384,13 @@ def bulk_poll(opts: Options, uid: int, job_ids: list[str]) -> dict[str, dict[str
         argv = [opts.jim_command, "poll", "--json"]
         for job_id in job_ids[start : start + IDS_PER_CALL]:
             argv += ["--job-id", job_id]
+        switch: dict[str, object] = {}
+        if os.geteuid() == 0:
+            switch = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": groups}
         try:
-            proc = subprocess.run(
+            proc = subprocess.run(  # type: ignore[call-overload]
                 argv,
-                user=pw.pw_uid,
-                group=pw.pw_gid,
-                extra_groups=groups,
+                **switch,
                 env=user_env(opts, pw),
                 cwd="/",
                 stdin=subprocess.DEVNULL,
@@ -437,9 +440,10 @@ def _as_user(uid: int, work: Callable[[], int]) -> int:
     if pid == 0:  # pragma: no cover (the child)
         status = 1
         try:
-            os.setgroups(groups)
-            os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
-            os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+            if os.geteuid() == 0:
+                os.setgroups(groups)
+                os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+                os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
             os.environ.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
             status = int(work())
         except BaseException as e:

@@ -43,7 +43,7 @@ from jim.jobdesc import JIM_ATTRIBUTES, JobDescription, Value, canonical, check_
 #: Size of a grami file jim reads, in bytes (jim's own description limit).
 MAX_GRAMI_BYTES = 1024 * 1024
 #: Output tar written into the session directory when the job names none.
-DEFAULT_OUTPUT_TAR = "jim-output.tar"
+DEFAULT_OUTPUT_TAR = "jim-output.tar.gz"
 #: Runtime environments whose name starts so carry jim's job type.
 RTE_PREFIX = "ENV/JIM/"
 

@@ -1,0 +1,415 @@
+"""jim as the ARC CE backend (lrms=jim) without an ARC CE: the grami, the steps, the bulk poll, the installer.
+
+The steps run as the real command (``python -m jim arc-backend ...``) against
+a hand-made control directory, as A-REX would call them; the scan with two
+owners runs as root and acts as the two test accounts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from jim.arc import grami
+from jim.arc.install import MARKER
+from jim.errors import DescriptionError
+
+from support.env import REPO
+from support.users import CONFIG as USERS_CONFIG
+from support.users import VENV
+
+SAMPLE = """joboption_directory='/var/lib/arc/session/abc123'
+joboption_controldir='/var/lib/arc/control'
+joboption_arg_0='./hello.sh'
+joboption_arg_1='0'
+joboption_arg_2='a b'
+joboption_arg_3='it'"'"'s
+two lines'
+joboption_stdin='/dev/null'
+joboption_stdout='/var/lib/arc/session/abc123/out.txt'
+joboption_stderr='/var/lib/arc/session/abc123/err.txt'
+joboption_env_0='JIM_EVENTS=1000'
+joboption_env_1=GRID_GLOBAL_JOBID='abc123'
+joboption_cputime=
+joboption_walltime=600
+joboption_memory=2000
+joboption_count=1
+joboption_jobname='probe hello'
+joboption_queue='jim'
+joboption_gridid='abc123'
+joboption_priority=50
+joboption_inputfile_0='/hello.sh'
+"""
+
+
+# ---------------------------------------------------------------------------
+# the grami
+# ---------------------------------------------------------------------------
+
+
+def test_grami_becomes_a_jim_description():
+    desc, options = grami.to_description(SAMPLE, queues=set())
+    assert options["joboption_gridid"] == "abc123"
+    assert desc.executable == "./hello.sh"
+    assert desc.arguments == ["0", "a b", "it's\ntwo lines"]
+    assert desc.get("directory") == "/var/lib/arc/session/abc123"
+    assert desc.get("stdout") == "/var/lib/arc/session/abc123/out.txt"
+    assert desc.get("maxwalltime") == "10"
+    assert desc.get("maxmemory") == "2000"
+    assert desc.get("jobname") == "probe_hello"
+    assert not desc.has("queue")  # (jim's configuration has no queue "jim")
+    assert ("GRID_GLOBAL_JOBID", "abc123") in desc.environment()
+    assert desc.get("events") == "1000"  # (JIM_EVENTS: the fallback form)
+    assert desc.get("outputtar") == grami.DEFAULT_OUTPUT_TAR
+    assert desc.source_format == "grami" and "joboption_gridid='abc123'" in desc.source_text
+
+
+def test_grami_queue_passed_when_jim_knows_it():
+    desc, _ = grami.to_description(SAMPLE, queues={"jim", "short"})
+    assert desc.get("queue") == "jim"
+
+
+def test_runtime_environment_gives_job_type_and_options_before_the_environment():
+    text = SAMPLE + (
+        "joboption_runtime_0='ENV/JIM/MONTECARLO'\n"
+        "joboption_runtime_0_0='events=3000'\n"
+        "joboption_runtime_0_1='cpuPerEvent=0.02'\n"
+        "joboption_runtime_1='ENV/PROXY'\n"
+        "joboption_runtime_1_0='COPY_CACERT_DIR=No'\n"
+    )
+    desc, _ = grami.to_description(text, queues=set())
+    assert desc.jimtype == "montecarlo"
+    assert desc.get("events") == "3000"  # (the runtime environment's option wins over JIM_EVENTS)
+    assert desc.get("cpuperevent") == "0.02"
+    assert not desc.has("copycacertdir")  # (another runtime environment's options are not jim's)
+
+
+def test_environment_fallback_names_only_jim_attributes():
+    text = SAMPLE + "joboption_env_2='JIM_JOBTYPE=MonteCarlo'\njoboption_env_3='JIM_HOME=/tmp/x'\n"
+    desc, _ = grami.to_description(text, queues=set())
+    assert desc.jimtype == "montecarlo"
+    assert not desc.has("home")
+    assert ("JIM_HOME", "/tmp/x") in desc.environment()
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("joboption_directory='/s'\n", "no executable"),
+        ("joboption_arg_0='./x'\n", "no session directory"),
+        ("joboption_directory='/s'\njoboption_arg_0='./x\n", "does not parse"),
+        ("joboption_directory='/s'\necho hi\njoboption_arg_0=x\n", "not a joboption_<name>=<value>"),
+        ("joboption_directory='/s'\njoboption_arg_0=x\nrm -rf /\n", "not a joboption_<name>=<value>"),
+        ("joboption_directory='/s'\njoboption_arg_0=x\njoboption_walltime='1 hour'\n", "number of seconds"),
+        ("joboption_directory='/s'\njoboption_arg_0=x\njoboption_env_0='NOEQUALS'\n", "not NAME=value"),
+        ("joboption_directory='/s'\njoboption_arg_0='a\0b'\n", "NUL"),
+        (
+            "joboption_directory='/s'\njoboption_arg_0=x\njoboption_runtime_0='ENV/JIM/'\n",
+            "name a job type",
+        ),
+    ],
+)
+def test_grami_refused_with_one_line(text, reason):
+    with pytest.raises(DescriptionError) as e:
+        grami.to_description(text, queues=set())
+    assert reason in e.value.message and "\n" not in e.value.message
+
+
+def test_huge_grami_refused_before_parsing():
+    text = "joboption_directory='/s'\njoboption_arg_0=x\n" + "joboption_x='" + "a" * grami.MAX_GRAMI_BYTES + "'\n"
+    with pytest.raises(DescriptionError, match="longer than"):
+        grami.parse(text)
+
+
+# ---------------------------------------------------------------------------
+# the steps, as A-REX runs them (here as root, with jim's test home)
+# ---------------------------------------------------------------------------
+
+
+def _runtime_config(path: Path, *, jim_command: str, home: str, config: Path, controldir: Path) -> Path:
+    path.write_text(
+        f"[lrms]\nlrms=jim\n[arex]\ncontroldir={controldir}\n[queue:jim]\n[custom:jim]\n"
+        f"jim_command={jim_command}\njim_timeout=30\njim_home={home}\njim_config={config}\n"
+    )
+    path.chmod(0o644)
+    return path
+
+
+def _backend(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    e = {"PATH": "/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}  # (A-REX's: HOME=/root, no USER)
+    e.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "jim", "arc-backend", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=timeout,
+        cwd="/",
+    )
+
+
+def _session(root: Path, arc_id: str, script: str) -> tuple[Path, Path]:
+    session = root / "session" / arc_id
+    session.mkdir(parents=True)
+    (session / "run.sh").write_text(script)
+    (session / "run.sh").chmod(0o755)
+    (root / "session" / f"{arc_id}.diag").write_text("")
+    g = root / "control" / f"job.{arc_id}.grami"
+    g.parent.mkdir(exist_ok=True)
+    g.write_text(
+        f"joboption_directory='{session}'\njoboption_arg_0='./run.sh'\n"
+        f"joboption_stdout='{session}/out.txt'\njoboption_stderr='{session}/err.txt'\n"
+        f"joboption_gridid='{arc_id}'\njoboption_queue='jim'\njoboption_count=1\n"
+    )
+    return session, g
+
+
+def _in_lrms(controldir: Path, arc_id: str, localid: str, session: Path) -> None:
+    (controldir / "processing").mkdir(exist_ok=True)
+    (controldir / "processing" / f"job.{arc_id}.status").write_text("INLRMS")
+    (controldir / f"job.{arc_id}.local").write_text(
+        f"globalid={arc_id}\nlrms=jim\nlocalid={localid}\nsessiondir={session}\n"
+    )
+
+
+def _jobid(g: Path) -> str:
+    lines = [ln for ln in g.read_text().splitlines() if ln.startswith("joboption_jobid=")]
+    assert len(lines) == 1, g.read_text()
+    return lines[0].split("=", 1)[1]
+
+
+def _scan_until_done(
+    cfg: Path, controldir: Path, arc_ids: list[str], timeout: float = 60
+) -> subprocess.CompletedProcess:
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = _backend("scan", "--config", str(cfg), str(controldir))
+        assert proc.returncode == 0 and proc.stdout == "", proc
+        if all((controldir / f"job.{a}.lrms_done").exists() for a in arc_ids) or time.monotonic() > deadline:
+            return proc
+        time.sleep(0.5)
+
+
+def test_submit_scan_and_cancel_steps(jim_env, tmp_path):
+    controldir = tmp_path / "control"
+    controldir.mkdir()
+    cfg = _runtime_config(
+        tmp_path / "arex.cfg",
+        jim_command=f"{REPO}/.venv/bin/jim",
+        home=str(jim_env.home),
+        config=jim_env.config,
+        controldir=controldir,
+    )
+    session, g = _session(tmp_path, "arc1", "#!/bin/sh\necho hello from arc\nexit 3\n")
+    proc = _backend("submit", "--config", str(cfg), str(g))
+    assert proc.returncode == 0 and proc.stdout == "", proc
+    localid = _jobid(g)
+    _in_lrms(controldir, "arc1", localid, session)
+
+    proc = _scan_until_done(cfg, controldir, ["arc1"])
+    assert (controldir / "job.arc1.lrms_done").read_text().split()[0] == "3", proc.stderr
+    assert "exitcode=3" in (tmp_path / "session" / "arc1.diag").read_text()
+    assert "hello from arc" in (session / "out.txt").read_text()
+    assert (session / grami.DEFAULT_OUTPUT_TAR).is_file()
+    assert "1 jim call" in proc.stderr  # (one bulk poll for the one owner)
+
+    # cancel: a long job, cancelled through its grami; the scan then ends it with jim's reason
+    session2, g2 = _session(tmp_path, "arc2", "#!/bin/sh\nsleep 600\n")
+    assert _backend("submit", "--config", str(cfg), str(g2)).returncode == 0
+    _in_lrms(controldir, "arc2", _jobid(g2), session2)
+    proc = _backend("cancel", "--config", str(cfg), str(g2), timeout=120)
+    assert proc.returncode == 0 and proc.stdout == "", proc
+    (controldir / "processing" / "job.arc2.status").write_text("CANCELING")
+    _scan_until_done(cfg, controldir, ["arc2"])
+    code = (controldir / "job.arc2.lrms_done").read_text().split()[0]
+    assert code != "0"
+
+
+def test_bad_description_fails_at_submit_with_jims_reason(jim_env, tmp_path):
+    cfg = _runtime_config(
+        tmp_path / "arex.cfg", jim_command="/bin/false", home=str(jim_env.home), config=jim_env.config,
+        controldir=tmp_path,
+    )  # fmt: skip
+    _session_dir, g = _session(tmp_path, "bad1", "#!/bin/sh\n")
+    with open(g, "a") as f:
+        f.write("joboption_runtime_0='ENV/JIM/NOSUCHTYPE'\n")
+    proc = _backend("submit", "--config", str(cfg), str(g))
+    assert proc.returncode == 1
+    assert len(proc.stdout.splitlines()) == 1 and "nosuchtype" in proc.stdout.lower(), proc
+    assert "Traceback" not in proc.stdout
+    assert "joboption_jobid" not in g.read_text()
+    assert not (jim_env.home / "db").exists() or not list((jim_env.home / "db").glob("*.xml"))
+
+    g.write_text("joboption_directory='/s'\n")  # (no executable)
+    proc = _backend("submit", "--config", str(cfg), str(g))
+    assert proc.returncode == 1 and proc.stdout.strip() == "the ARC job has no executable (joboption_arg_0)"
+
+
+# ---------------------------------------------------------------------------
+# the bulk poll
+# ---------------------------------------------------------------------------
+
+
+def test_bulk_poll_answers_many_grid_jobs_in_one_process(jim_env):
+    ids = [jim_env.submit("&(executable=/bin/sh)(arguments=-c 'exit 0')") for _ in range(2)]
+    ids.append(jim_env.submit("&(executable=/bin/sh)(arguments=-c 'exit 3')"))
+    for job_id in ids:
+        jim_env.wait(job_id)
+    running = jim_env.submit("&(executable=/bin/sleep)(arguments=600)")
+    argv = ["poll", "--json"]
+    for job_id in [*ids, running, "no-such-id", "20991231-000000-ffff"]:
+        argv += ["--job-id", job_id]
+    proc = jim_env.run(*argv)
+    assert proc.returncode == 0, proc
+    answer = json.loads(proc.stdout)
+    assert answer[ids[0]] == {"JOB_STATE": "DONE", "EXIT_CODE": 0}
+    assert answer[ids[2]]["EXIT_CODE"] == 3
+    assert answer[running]["JOB_STATE"] in ("PENDING", "ACTIVE")
+    assert answer["no-such-id"]["ERROR"] == 156
+    assert answer["20991231-000000-ffff"]["ERROR"] == 156
+
+    active = json.loads(jim_env.run("poll", "--json", "--active").stdout)
+    assert list(active) == [running]
+
+    # the single poll keeps its exact form
+    single = jim_env.run("poll", "--job-id", ids[2])
+    assert single.stdout.splitlines()[:2] == [f"JOB_STATE={answer[ids[2]]['JOB_STATE']}", "EXIT_CODE=3"]
+
+    bad = jim_env.run("poll", "--json")
+    assert bad.returncode == 1 and json.loads(bad.stdout)["ERROR"] == 46
+
+
+# ---------------------------------------------------------------------------
+# the scan as root, for two owners
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.users
+@pytest.mark.slow
+def test_scan_acts_as_each_owner(unix_users):
+    alice, bob = unix_users.alice, unix_users.bob
+    root = Path(tempfile.mkdtemp(prefix="jim-arc-unit."))
+    try:
+        root.chmod(0o755)
+        controldir = root / "control"
+        controldir.mkdir(mode=0o755)
+        config = root / "jim.toml"
+        config.write_text(USERS_CONFIG)
+        config.chmod(0o644)
+        cfg = _runtime_config(
+            root / "arex.cfg", jim_command=str(VENV / "bin" / "jim"), home="{home}/.jim-arc", config=config,
+            controldir=controldir,
+        )  # fmt: skip
+        jobs = {}
+        for user, arc_id, code in ((alice, "arcA", 0), (bob, "arcB", 3)):
+            session = user.mkdir(f"arc-session/{arc_id}")
+            user.write(f"arc-session/{arc_id}/run.sh", f"#!/bin/sh\necho {user.name}\nexit {code}\n", 0o755)
+            user.write(f"arc-session/{arc_id}.diag", "")
+            g = controldir / f"job.{arc_id}.grami"
+            g.write_text(
+                f"joboption_directory='{session}'\njoboption_arg_0='./run.sh'\n"
+                f"joboption_stdout='{session}/out.txt'\njoboption_gridid='{arc_id}'\n"
+            )
+            os.chown(g, user.uid, user.gid)
+            g.chmod(0o600)
+            # submit as the mapped user, with A-REX's environment (HOME=/root, no USER)
+            proc = subprocess.run(
+                [str(VENV / "bin" / "jim"), "arc-backend", "submit", "--config", str(cfg), str(g)],
+                user=user.uid, group=user.gid, extra_groups=[], env={"HOME": "/root", "PATH": "/usr/bin:/bin"},
+                cwd="/", capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert proc.returncode == 0 and proc.stdout == "", proc
+            assert (user.home / ".jim-arc" / "db").is_dir()
+            _in_lrms(controldir, arc_id, _jobid(g), session)
+            os.chown(controldir / f"job.{arc_id}.local", user.uid, user.gid)
+            jobs[arc_id] = (user, session, code)
+
+        proc = _scan_until_done(cfg, controldir, list(jobs))
+        assert "2 jim call" in proc.stderr or "ended" in proc.stderr
+        for arc_id, (user, session, code) in jobs.items():
+            assert (controldir / f"job.{arc_id}.lrms_done").read_text().split()[0] == str(code)
+            diag = session.parent / f"{arc_id}.diag"
+            assert f"exitcode={code}" in diag.read_text()
+            assert diag.stat().st_uid == user.uid  # (written as the owner, never as root)
+            assert (session / "out.txt").stat().st_uid == user.uid
+            assert user.name in (session / "out.txt").read_text()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_scan_ignores_what_it_must_not_touch(tmp_path):
+    """No localid yet, lrms_done already there, another state, a symlinked .local: only a4 is jim's to poll."""
+    from jim.arc.backend import jobs_in_lrms
+
+    cdir = tmp_path / "control"
+    (cdir / "processing").mkdir(parents=True)
+    for arc_id, state, local in (
+        ("a1", "INLRMS", "sessiondir=/s\n"),
+        ("a2", "INLRMS", "localid=x\n"),
+        ("a3", "FINISHING", "localid=x\n"),
+        ("a4", "INLRMS", "localid=x\n"),
+    ):
+        (cdir / "processing" / f"job.{arc_id}.status").write_text(state)
+        (cdir / f"job.{arc_id}.local").write_text(local)
+    (cdir / "job.a2.lrms_done").write_text("0")
+    (cdir / "processing" / "job.a5.status").write_text("INLRMS")
+    (cdir / "job.a5.local").symlink_to(cdir / "job.a4.local")
+    assert [j.arc_id for j in jobs_in_lrms(str(cdir))] == ["a4"]
+
+
+# ---------------------------------------------------------------------------
+# arc-install
+# ---------------------------------------------------------------------------
+
+
+def _install(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jim", "arc-install", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_arc_install_and_uninstall(tmp_path):
+    prefix = tmp_path / "share-arc"
+    foreign = prefix / "submit-fork-job"
+    prefix.mkdir()
+    foreign.write_text("#!/bin/sh\n")
+    proc = _install("--prefix", str(prefix), "--jim", "/opt/jim/bin/jim", "--home-pattern", "/var/lib/jim/{user}")
+    assert proc.returncode == 0, proc.stderr
+    assert "[lrms]\nlrms=jim\n" in proc.stdout and "[queue:jim]" in proc.stdout
+    assert "jim_command=/opt/jim/bin/jim" in proc.stdout and "jim_home=/var/lib/jim/{user}" in proc.stdout
+    for step in ("submit", "scan", "cancel"):
+        shim = prefix / f"{step}-jim-job"
+        assert oct(shim.stat().st_mode & 0o777) == "0o755"
+        assert f'exec /opt/jim/bin/jim arc-backend {step} "$@"' in shim.read_text()
+    assert "our $JIM = '/opt/jim/bin/jim';" in (prefix / "JIMmod.pm").read_text()
+    assert (prefix / "rte" / "ENV" / "JIM" / "MONTECARLO").is_file()
+    if shutil.which("perl") and Path("/usr/share/arc/LogUtils.pm").exists():
+        check = subprocess.run(
+            ["perl", "-I/usr/share/arc", "-c", str(prefix / "JIMmod.pm")], capture_output=True, text=True
+        )
+        assert check.returncode == 0, check.stderr
+
+    again = _install("--prefix", str(prefix), "--jim", "/opt/jim/bin/jim", "--home-pattern", "/var/lib/jim/{user}")
+    assert "changed 0 file(s)" in again.stderr
+
+    conf = tmp_path / "arc-jim.conf"
+    assert _install("--prefix", str(prefix), "--jim", "/opt/jim/bin/jim", "--write-conf", str(conf)).returncode == 0
+    assert "[custom:jim]" in conf.read_text()
+
+    # a file at one of those paths that is not jim's is never overwritten nor removed
+    (prefix / "cancel-jim-job").write_text("#!/bin/sh\n# the site's own\n")
+    refused = _install("--prefix", str(prefix), "--jim", "/opt/jim/bin/jim")
+    assert refused.returncode == 1 and "not jim's" in refused.stderr
+    gone = _install("--prefix", str(prefix), "--uninstall")
+    assert gone.returncode == 0
+    assert sorted(p.name for p in prefix.iterdir()) == ["cancel-jim-job", "rte", "submit-fork-job"]
+    assert MARKER not in (prefix / "cancel-jim-job").read_text()
+    assert not (prefix / "rte" / "ENV" / "JIM").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -216,7 +217,9 @@ def test_submit_scan_and_cancel_steps(jim_env, tmp_path):
 
     proc = _scan_until_done(cfg, controldir, ["arc1"])
     assert (controldir / "job.arc1.lrms_done").read_text().split()[0] == "3", proc.stderr
-    assert "exitcode=3" in (tmp_path / "session" / "arc1.diag").read_text()
+    diag = (tmp_path / "session" / "arc1.diag").read_text()
+    assert "exitcode=3" in diag and "Processors=1" in diag and "LRMSStartTime=" in diag, (diag, proc.stderr)
+    assert re.search(r"^WallTime=\d+s$", diag, re.M) and re.search(r"^LRMSEndTime=\d{14}Z$", diag, re.M), diag
     assert "hello from arc" in (session / "out.txt").read_text()
     assert (session / grami.DEFAULT_OUTPUT_TAR).is_file()
     assert "1 jim call" in proc.stderr  # (one bulk poll for the one owner)

@@ -476,11 +476,92 @@ def _append_diags(writes: list[tuple[str, str]]) -> int:
     return 1 if failed else 0
 
 
-def diag_text(exit_code: int, accounting: dict[str, str] | None = None) -> str:
+def diag_text(exit_code: int, accounting: list[tuple[str, str]] | None = None) -> str:
     lines = [f"exitcode={exit_code}"]
-    for key, value in (accounting or {}).items():
+    for key, value in accounting or []:
         lines.append(f"{key}={value}")
     return "\n".join(lines) + "\n"
+
+
+def accounting(rows: list[dict[str, object]]) -> list[tuple[str, str]]:
+    """The diag's accounting keys from ``jim status --json``'s local-job rows: ``WallTime`` (the local
+    jobs' wall times added up, each from its start, or its submission when jim never saw it run),
+    ``Processors`` (local jobs that ran), ``LRMSStartTime`` (the first start), ``LRMSEndTime`` (the last
+    end), one ``nodename`` per node."""
+    from jim.timestamps import parse_iso  # (lazy: in the owner's fork only)
+
+    wall = 0.0
+    starts: list[float] = []
+    ends: list[float] = []
+    nodes: list[str] = []
+    for row in rows:
+        began = row.get("started") or row.get("submitted")  # (a short job may end before jim sees it run)
+        start = parse_iso(str(began)) if began else None
+        end = parse_iso(str(row.get("ended") or "")) if row.get("ended") else None
+        if start is None:
+            continue
+        starts.append(start)
+        if end is not None and end >= start:
+            ends.append(end)
+            wall += end - start
+        node = str(row.get("node") or row.get("host") or "")
+        if node and node not in nodes and node.isprintable() and len(node) < 256 and len(nodes) < 1000:
+            nodes.append(node)
+    if not starts:
+        return []
+    stamp = "%Y%m%d%H%M%SZ"
+    out = [("WallTime", f"{round(wall)}s"), ("Processors", str(len(starts)))]
+    out.append(("LRMSStartTime", time.strftime(stamp, time.gmtime(min(starts)))))
+    if ends:
+        out.append(("LRMSEndTime", time.strftime(stamp, time.gmtime(max(ends)))))
+    out += [("nodename", n) for n in nodes]
+    return out
+
+
+class _TimedOut(BaseException):
+    """The owner's fork took longer than the timeout to read jim's records (never caught per job)."""
+
+
+def _owner_diags(opts: Options, ended: list[tuple[ArcJob, int]]) -> int:
+    """In the owner's fork: each ended job's accounting from its jim record (best effort, bounded by
+    the timeout), then its diag appended."""
+    import signal  # (lazy: in the owner's fork only)
+
+    rows: dict[str, list[dict[str, object]]] = {}
+
+    def timed_out(_signum: int, _frame: object) -> None:
+        raise _TimedOut()
+
+    try:
+        signal.signal(signal.SIGALRM, timed_out)
+        signal.alarm(max(1, int(opts.timeout)))
+        pw = pwd.getpwuid(os.getuid())
+        os.environ.update(user_env(opts, pw))
+        from jim.config import load  # (lazy: in the owner's fork only)
+        from jim.db import Database  # (lazy: likewise)
+        from jim.paths import Home  # (lazy: likewise)
+        from jim.status import status_json  # (lazy: likewise)
+
+        config = load()
+        home = Home(config.home)
+        db = Database(home, config.deadlines.lock)
+        for job, _code in ended:
+            try:
+                rows[job.localid] = list(status_json(db.read(home.check_id(job.localid)))["localJobs"])
+            except Exception as e:
+                _log(f"job {job.arc_id}: no accounting from jim's record ({type(e).__name__}: {e})")
+    except (Exception, _TimedOut) as e:
+        _log(f"no accounting from jim's records: {type(e).__name__}: {e}")
+    finally:
+        signal.alarm(0)
+    writes = []
+    for job, code in ended:
+        try:
+            extra = accounting(rows.get(job.localid, []))
+        except Exception:
+            extra = []
+        writes.append((job.sessiondir.rstrip("/") + ".diag", diag_text(code, extra)))
+    return _append_diags(writes)
 
 
 def finish(job: ArcJob, line: str) -> None:
@@ -522,8 +603,8 @@ def scan_pass(opts: Options, controldirs: list[str]) -> dict[str, int]:
                 ended.append((job, result[0], result[1]))
         if not ended:
             continue
-        writes = [(j.sessiondir.rstrip("/") + ".diag", diag_text(code)) for j, code, _l in ended if j.sessiondir]
-        if writes and _as_user(uid, partial(_append_diags, writes)) != 0:
+        with_diag = [(j, code) for j, code, _l in ended if j.sessiondir]
+        if with_diag and _as_user(uid, partial(_owner_diags, opts, with_diag)) != 0:
             _log(f"uid {uid}: some session diag files could not be written")
         for job, _code, line in ended:
             try:

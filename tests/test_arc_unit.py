@@ -416,3 +416,51 @@ def test_arc_install_and_uninstall(tmp_path):
     assert sorted(p.name for p in prefix.iterdir()) == ["cancel-jim-job", "rte", "submit-fork-job"]
     assert MARKER not in (prefix / "cancel-jim-job").read_text()
     assert not (prefix / "rte" / "ENV" / "JIM").exists()
+
+
+# ---------------------------------------------------------------------------
+# the information provider
+# ---------------------------------------------------------------------------
+
+
+def test_info_maps_jims_states_and_jimmod_feeds_lrmsinfo(jim_env, tmp_path):
+    controldir = tmp_path / "control"
+    controldir.mkdir()
+    cfg = _runtime_config(
+        tmp_path / "arex.cfg", jim_command=f"{REPO}/.venv/bin/jim", home=str(jim_env.home), config=jim_env.config,
+        controldir=controldir,
+    )  # fmt: skip
+    done = jim_env.submit("&(executable=/bin/true)")
+    jim_env.wait(done)
+    running = jim_env.submit("&(executable=/bin/sleep)(arguments=600)")
+    jim_env.wait_running(running, 1)
+    for arc_id, localid in (("i1", done), ("i2", running)):
+        _in_lrms(controldir, arc_id, localid, tmp_path / arc_id)
+    proc = _backend("info", "--config", str(cfg))
+    assert proc.returncode == 0, proc
+    info = json.loads(proc.stdout)
+    assert info["jobs"] == {done: "EXECUTED", running: "R"}
+    assert info["running"] == 1 and info["lrms_type"] == "jim" and "montecarlo" in info["jobtypes"]
+
+    if not (shutil.which("perl") and Path("/usr/share/arc/LRMSInfo.pm").exists()):
+        pytest.skip("no ARC information provider modules here (nordugrid-arc-arex)")
+    prefix = tmp_path / "share-arc"
+    assert _install("--prefix", str(prefix), "--jim", f"{REPO}/.venv/bin/jim").returncode == 0
+    script = tmp_path / "collect.pl"
+    script.write_text(
+        "use strict; use LRMSInfo; use JSON::PP;\n"
+        f"$CEInfo::configfile = '{cfg}';\n"
+        f"my $r = LRMSInfo::collect({{lrms => 'jim', controldir => '{controldir}', loglevel => 2,\n"
+        f"  queues => {{jim => {{users => ['root']}}}}, jobs => ['{done}', '{running}']}});\n"
+        "print JSON::PP->new->canonical->encode($r);\n"
+    )
+    proc = subprocess.run(
+        ["perl", str(script)], capture_output=True, text=True, timeout=120,
+        env={"PERL5LIB": f"{prefix}:/usr/share/arc", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    collected = json.loads(proc.stdout)
+    assert collected["jobs"][running]["status"] == "R" and collected["jobs"][done]["status"] == "EXECUTED"
+    assert collected["cluster"]["lrms_type"] == "jim" and collected["cluster"]["runningjobs"] == 1
+    assert collected["queues"]["jim"]["users"]["root"]["queuelength"] == 0
+    assert "WARNING" not in proc.stderr and "ERROR" not in proc.stderr, proc.stderr

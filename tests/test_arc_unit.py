@@ -251,6 +251,11 @@ def test_bad_description_fails_at_submit_with_jims_reason(jim_env, tmp_path):
     assert "joboption_jobid" not in g.read_text()
     assert not (jim_env.home / "db").exists() or not list((jim_env.home / "db").glob("*.xml"))
 
+    link = tmp_path / "control" / "job.link.grami"
+    link.symlink_to(g)  # (a grami is never read, nor appended to, through a symbolic link)
+    proc = _backend("submit", "--config", str(cfg), str(link))
+    assert proc.returncode == 1 and "cannot read the grami file" in proc.stdout, proc
+
     g.write_text("joboption_directory='/s'\n")  # (no executable)
     proc = _backend("submit", "--config", str(cfg), str(g))
     assert proc.returncode == 1 and proc.stdout.strip() == "the ARC job has no executable (joboption_arg_0)"

@@ -41,7 +41,7 @@ def mc_xrsl(name: str, events: int, per_job: int, sleep: int = 0) -> str:
  (inputfiles=("mc.sh" "{{dir}}/mc.sh"))
  (jobname="{name}")
  (stdout="out.txt")(stderr="err.txt")
- (outputfiles=("jim-output.tar" ""))
+ (outputfiles=("jim-output.tar.gz" ""))
  (runtimeenvironment="ENV/JIM/MONTECARLO" "events={events}" "eventsperjob={per_job}")
  (walltime="30 minutes")
 """

@@ -29,6 +29,8 @@ STATE = Path(os.environ.get("JIM_TEST_ARC_STATE", "/var/tmp/jim-test-arc"))
 CLIENT_PATH = "/usr/bin:/bin"
 #: arcstat -l fields the tests read
 FIELDS = ("State", "Exit Code", "Job Error", "Specific state")
+#: arcstat states a job never leaves
+TERMINAL = ("Finished", "Failed", "Killed", "Deleted")
 
 
 def read_env() -> dict[str, str] | None:
@@ -193,9 +195,11 @@ class ArcCE:
             last = self.status(job).get(job.url, {})
             if re.match(pattern, last.get("State", "")):
                 return last
+            if last.get("State", "").split(" ")[0] in TERMINAL:
+                break
             time.sleep(2)
         raise AssertionError(
-            f"{job.name}: arcstat never showed {pattern!r} in {timeout:.0f} s; last {last}, "
+            f"{job.name}: arcstat did not show {pattern!r} (waited at most {timeout:.0f} s); last {last}, "
             f"A-REX {self.arex_state(job)!r}\n{self.diagnostics(job)}"
         )
 

@@ -26,6 +26,8 @@ case "$MODE" in jim-fork|jim-slurm|fork) ;; *) arc_die "unknown mode '$MODE' (ji
 PERIOD=${ARC_INFOPROVIDER_PERIOD:-5}
 t0=$(date +%s.%N)
 
+# the venv whose jim the mapped user runs follows this checkout even while A-REX runs
+"$HERE/../users/start.sh"
 if arc_running "$AREX_PIDFILE" && arc_running "$WS_PIDFILE"; then
     if [ "$(cat "$STATE/run/mode" 2>/dev/null)" = "$MODE" ]; then
         arc_say "already running in mode $MODE on https://localhost:$PORT/arex"
@@ -35,7 +37,6 @@ if arc_running "$AREX_PIDFILE" && arc_running "$WS_PIDFILE"; then
 fi
 "$HERE/stop.sh" >/dev/null
 "$HERE/setup.sh"
-"$HERE/../users/start.sh"
 [ -x "$JIM" ] || arc_die "$JIM missing"
 if ss -ltnH "sport = :$PORT" | grep -q .; then arc_die "port $PORT is taken"; fi
 

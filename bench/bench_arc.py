@@ -124,6 +124,11 @@ def scan_passes(inflight: int, passes: int) -> dict:
     finally:
         for k in range(0, len(jobs), 50):
             ce.run("arckill", *(j.url for j in jobs[k : k + 50]), timeout=600)
+        deadline = time.monotonic() + 180
+        while any(ce.arex_state(j) != "FINISHED" for j in jobs) and time.monotonic() < deadline:
+            time.sleep(2)
+        for k in range(0, len(jobs), 50):
+            ce.clean(*jobs[k : k + 50])
     return {
         "inflight": inflight,
         "submit_s": round(submit_s, 1),

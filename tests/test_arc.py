@@ -8,10 +8,11 @@ the fork backend or, for the Slurm tests, on the test Slurm.  jim's job type
 and its options travel as an ARC runtime environment
 (``runtimeenvironment="ENV/JIM/MONTECARLO" "events=1000" ...``).
 
-The jobs of each backend are submitted together by a module fixture and followed
-by one ``arcstat`` loop (:class:`support.arc.Watch`); each test then checks its
-own job.  What the client shows lags A-REX by up to the info provider's period
-(5 s here, set by start.sh).
+The jobs of each backend are submitted together by a module fixture; each test
+then checks its own job.  The Slurm job is followed by one ``arcstat`` loop
+(:class:`support.arc.Watch`) that keeps every state the client was shown.
+What the client shows lags A-REX by up to the info provider's period (5 s
+here, set by start.sh).
 """
 
 from __future__ import annotations
@@ -75,8 +76,7 @@ def check_montecarlo(ce: arc_ce.ArcCE, job: arc_ce.ArcJob, local_jobs: int, per_
 
 @pytest.fixture(scope="module")
 def fork_jobs(arc):
-    """Every fork-backend job of this module, submitted at once and followed by one arcstat loop."""
-    watch = arc_ce.Watch(arc)
+    """Every fork-backend job of this module, submitted at once (each test then waits for its own)."""
     jobs = {
         "mc": arc.submit("arc-mc", mc_xrsl("arc-mc", 1000, 250), {"mc.sh": MC_SCRIPT}),
         "exit3": arc.submit(
@@ -85,25 +85,24 @@ def fork_jobs(arc):
             '(jobname="arc-exit3")(stdout="out.txt")(stderr="err.txt")',
         ),
         "kill": arc.submit("arc-kill", mc_xrsl("arc-kill", 40, 10, sleep=600), {"mc.sh": MC_SCRIPT}),
+        # (an ENV/JIM/<TYPE> runtime environment A-REX does not offer is refused by A-REX itself,
+        # before jim sees the job: the job type travels in the JIM_* environment fallback here)
         "badtype": arc.submit(
             "arc-badtype",
             '&(executable="/bin/true")(jobname="arc-badtype")(environment=("JIM_JOBTYPE" "nosuchtype"))',
         ),
     }
-    for job in jobs.values():
-        watch.follow(job)
-    yield arc, watch, jobs
-    watch.stop()
+    yield arc, jobs
     arc.clean(*jobs.values())
 
 
 def test_montecarlo_job_on_fork_becomes_local_jobs_and_returns_merged_outputs(fork_jobs):
-    ce, _watch, jobs = fork_jobs
+    ce, jobs = fork_jobs
     check_montecarlo(ce, jobs["mc"], local_jobs=4, per_job=250)
 
 
 def test_local_job_exit_3_fails_the_arc_job_with_exit_code_3(fork_jobs):
-    ce, _watch, jobs = fork_jobs
+    ce, jobs = fork_jobs
     fields = ce.wait(jobs["exit3"], "Failed", timeout=300)
     assert fields.get("Exit Code") == "3", fields
     got = ce.get(jobs["exit3"])
@@ -111,7 +110,7 @@ def test_local_job_exit_3_fails_the_arc_job_with_exit_code_3(fork_jobs):
 
 
 def test_arckill_of_running_multi_local_job_job_leaves_no_local_job(fork_jobs):
-    ce, _watch, jobs = fork_jobs
+    ce, jobs = fork_jobs
     job = jobs["kill"]
     ce.wait(job, "Running", timeout=240)
     deadline = time.monotonic() + 60
@@ -128,7 +127,7 @@ def test_arckill_of_running_multi_local_job_job_leaves_no_local_job(fork_jobs):
 
 
 def test_bad_job_type_fails_at_submit_with_jims_reason(fork_jobs):
-    ce, _watch, jobs = fork_jobs
+    ce, jobs = fork_jobs
     job = jobs["badtype"]
     fields = ce.wait(job, "Failed", timeout=240)
     # A-REX 6.17 keeps its own "Job submission to LRMS failed" as the Job Error; the submit step's

@@ -78,6 +78,10 @@ def backend_main(args: list[str]) -> int:
     code = 0
     try:
         answer, code = _step(step, config_path, controldir, rest)
+        if code and answer and step in ("submit", "cancel"):
+            # A-REX 6.17 keeps only "Job submission to LRMS failed" of stdout; stderr reaches the
+            # job's errors file, which the user reads with arccat -l
+            print(f"jim: {' '.join(answer.split())[:1000]}", file=sys.stderr, flush=True)
     finally:
         if answer:
             text = answer if step == "info" else " ".join(answer.split())[:1000]

@@ -73,6 +73,18 @@ def test_grami_becomes_a_jim_description():
     assert desc.source_format == "grami" and "joboption_gridid='abc123'" in desc.source_text
 
 
+def test_declared_output_files_are_gathered_from_the_local_jobs():
+    text = SAMPLE + (
+        "joboption_outputfile_0='/out.txt'\n"  # (stdout: jim writes it)
+        "joboption_outputfile_1='/result.root'\n"
+        "joboption_outputfile_2='/jim-output.tar.gz'\n"  # (the output tar: jim writes it)
+        "joboption_outputfile_3='/hist/summary.txt'\n"
+    )
+    desc, _ = grami.to_description(text, queues=set())
+    assert desc.values("outputs") == ["result.root", "hist/summary.txt"]
+    assert not grami.to_description(SAMPLE, queues=set())[0].has("outputs")
+
+
 def test_grami_queue_passed_when_jim_knows_it():
     desc, _ = grami.to_description(SAMPLE, queues={"jim", "short"})
     assert desc.get("queue") == "jim"

@@ -21,6 +21,9 @@ grami                              jim attribute
 ``joboption_queue``                ``queue`` (when jim's configuration names that queue)
 ``joboption_jobname``              ``jobname`` (one word: blanks become ``_``)
 ``joboption_memory`` (MB)          ``maxmemory``
+``joboption_outputfile_N``         ``outputs``: each declared file other than stdout, stderr
+                                   and the output tar, as a pattern the local jobs' outputs
+                                   are gathered by (into the output tar, one per local job)
 ``joboption_runtime_N``            ``ENV/JIM/<TYPE>``: ``jimtype`` = the type, lower-cased
 ``joboption_runtime_N_M``          ``name=value``: the jim attribute ``name``
 ``JIM_<NAME>`` environment         the jim attribute ``<name>`` (only where no runtime
@@ -48,7 +51,7 @@ DEFAULT_OUTPUT_TAR = "jim-output.tar.gz"
 RTE_PREFIX = "ENV/JIM/"
 
 _NAME = re.compile(r"joboption_[A-Za-z0-9_]+")
-_INDEXED = re.compile(r"joboption_(arg|env|runtime)_(\d{1,6})(?:_(\d{1,6}))?")
+_INDEXED = re.compile(r"joboption_(arg|env|runtime|outputfile)_(\d{1,6})(?:_(\d{1,6}))?")
 _ENV_ALIASES = {"JOBTYPE": "jimtype", "JIMTYPE": "jimtype", "TYPE": "jimtype"}
 
 
@@ -126,6 +129,20 @@ def environment_attributes(environment: list[tuple[str, str]], known: set[str]) 
     return attrs
 
 
+def _declared_outputs(options: dict[str, str], attrs: dict[str, list[Value]]) -> list[Value]:
+    """The ARC job's declared output files (``/name``, relative to the session directory) that the
+    local jobs write: not stdout, stderr or the output tar, which jim itself writes there."""
+    own = {str(attrs[k][0]).rpartition("/")[2] for k in ("stdout", "stderr", "outputtar") if attrs.get(k)}
+    out: list[Value] = []
+    for _i, value in _indexed(options, "outputfile"):
+        name = value.strip().lstrip("/")
+        if not name or name in own:
+            continue
+        if name not in out:
+            out.append(name)
+    return out
+
+
 def to_description(
     text: str, *, known: set[str] | None = None, queues: set[str] | None = None
 ) -> tuple[JobDescription, dict[str, str]]:
@@ -182,5 +199,8 @@ def to_description(
             raise DescriptionError(f"jim attribute {shown(name)} may not be given as a runtime environment option")
         attrs[name] = list(values)
     attrs.setdefault("outputtar", [DEFAULT_OUTPUT_TAR])  # (relative: in the session directory)
+    declared = _declared_outputs(options, attrs)
+    if declared and "outputs" not in attrs:
+        attrs["outputs"] = declared
     desc = from_mapping(attrs, source_format="grami", source_text=text)
     return desc, options

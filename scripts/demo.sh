@@ -12,7 +12,8 @@ RSL="&(executable=$PWD/examples/mc_driver.py)(arguments=--seconds-per-event 0.03
       (jimtype=montecarlo)(events=3000)(cpuperevent=0.02)(outputs=*.dat)(jobname=\"demo: D0 MC 3000 events\")"
 
 echo "== jim plan --dry-run"
-jim plan --dry-run --rsl "$RSL" | sed -n 1,5p
+# the whole plan: the header lines, then a row per local job (12 here)
+jim plan --dry-run --rsl "$RSL"
 echo
 echo "== jim submit"
 out=$(jim submit --rsl "$RSL")

@@ -45,6 +45,13 @@ def optional_positive_int(name: str, value: object) -> int | None:
     return None if value is None else positive_int(name, value)
 
 
+def total_limit(name: str, value: object) -> int | None:
+    """A task-wide total: ``None`` or ``0`` is no limit (WMCore's default), else an integer > 0."""
+    if is_int(value) and value == 0:
+        return None
+    return optional_positive_int(name, value)
+
+
 def positive_number(name: str, value: object) -> float:
     """Return ``value`` if it is a finite int/float > 0, else raise ValueError."""
     if not is_number(value) or value <= 0:

@@ -3,7 +3,8 @@
 Whole lumis are the atomic unit, as in :mod:`jim.split.lumis`, but jobs are
 sized by a *target number of events* instead of a lumi count.  Events per lumi
 are not known individually: each lumi counts for its file's average
-(``file.events / number of lumis in the file``).
+(``file.events / number of lumis in the file``), rounded to an integer as
+WMCore does (``int(round(...))``; see :attr:`LumiFile.events_per_lumi`).
 
 The rule
 --------
@@ -38,8 +39,8 @@ Edge cases (decided)
   over-limit lumi is failed on creation; the reason says when the figure is a
   file average.
 * ``time_per_event == 0`` or ``job_time_limit is None``: no time check.
-* ``total_events``: lumis are taken while the events already taken are below
-  ``total_events``; the last lumi may overshoot (the user gets at least what
+* ``total_events``: ``None`` or ``0`` is no limit (as in WMCore).  Otherwise
+  lumis are taken while the events already taken are below ``total_events``; the last lumi may overshoot (the user gets at least what
   was asked for, if the input holds it).  Failed lumis count too.
 * A file with ``events == 0`` has 0-event lumis: they fit any budget, so they
   join the current job without limit (subject to the boundaries).
@@ -56,7 +57,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from fractions import Fraction
 
-from jim.split._check import flag, non_negative_number, optional_positive_int, positive_int, positive_number
+from jim.split._check import (
+    flag,
+    non_negative_number,
+    optional_positive_int,
+    positive_int,
+    positive_number,
+    total_limit,
+)
 from jim.split.lumis import LumiFile, LumiMask, LumiSlice, LumiUnit, SliceBuilder, select_lumis
 
 __all__ = ["LumiFile", "LumiSlice", "split_event_aware"]
@@ -89,7 +97,7 @@ def split_event_aware(
         positive_number("job time limit", job_time_limit)
     flag("split_on_run", split_on_run)
     flag("halt_on_file_boundaries", halt_on_file_boundaries)
-    optional_positive_int("total_events", total_events)
+    total_events = total_limit("total_events", total_events)
     optional_positive_int("max_jobs", max_jobs)
 
     target = Fraction(events_per_job)

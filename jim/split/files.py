@@ -21,7 +21,8 @@ Edge cases (decided)
   one-file tail (``balanced=True``: ``k + 1`` jobs whose sizes differ by at most
   one).
 * ``total_files`` (WMCore's parameter): keep only the first ``total_files``
-  files, in the caller's order; ``None`` = all.
+  files, in the caller's order; ``None`` or ``0`` = all (``0`` is WMCore's
+  default and means the same there).
 * **MinFileBased**: in WMCore it differs from FileBased only while the input
   fileset is *open* (a short remainder waits for more files) and is emitted as a
   short job once the fileset is closed.  jim's input is always closed, so a
@@ -47,6 +48,7 @@ from jim.split._check import (
     no_string,
     optional_positive_int,
     positive_int,
+    total_limit,
     unique_names,
 )
 
@@ -83,7 +85,7 @@ def split_files(
     """
     positive_int("files per job", files_per_job)
     flag("balanced", balanced)
-    optional_positive_int("total_files", total_files)
+    total_files = total_limit("total_files", total_files)
     optional_positive_int("max_jobs", max_jobs)
     names = _file_names(files)
     if total_files is not None:

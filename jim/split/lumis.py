@@ -18,8 +18,8 @@ Parameters (WMCore names in brackets)
   decimal ``str``).  A run missing from the mask is entirely excluded.
 * ``run_whitelist`` [``runWhitelist``]: only these runs.
 * ``total_lumis`` [``total_lumis``]: stop after this many lumis (counted after
-  the mask).  ``None`` = no limit; WMCore's ``0`` spelling is refused as
-  ambiguous.
+  the mask).  ``None`` or ``0`` = no limit (``0`` is WMCore's default and means
+  the same there).
 * ``max_jobs``: more jobs than this is a ``ValueError``.
 
 Edge cases (decided)
@@ -36,8 +36,10 @@ Edge cases (decided)
   the whitelist excludes.  If nothing is left at all, ``ValueError``
   ("nothing to process") rather than a grid job with no local job.
 * Events are estimated, not known per lumi: a file's ``events`` divided by the
-  number of lumis it holds (all of them, masked or not).  A file with
-  ``events == 0`` gives 0-event lumis; they are still processed.
+  number of lumis it holds (all of them, masked or not), rounded to an integer
+  as WMCore does (``int(round(events / lumis))``, halves to even: 151 events in
+  3 lumis count 50 per lumi, 200 in 3 count 67).  A file with ``events == 0``
+  gives 0-event lumis; they are still processed.
 * No slice is empty; a file listed twice is a ``ValueError``.
 """
 
@@ -57,6 +59,7 @@ from jim.split._check import (
     non_negative_int,
     optional_positive_int,
     positive_int,
+    total_limit,
     unique_names,
 )
 
@@ -88,8 +91,8 @@ class LumiFile:
 
     @property
     def events_per_lumi(self) -> Fraction:
-        """Average events per lumi (exact); 0 for a file without lumis."""
-        return Fraction(self.events, len(self.lumis)) if self.lumis else Fraction(0)
+        """Average events per lumi, rounded to an integer as WMCore does; 0 for a file without lumis."""
+        return Fraction(round(Fraction(self.events, len(self.lumis)))) if self.lumis else Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ def split_lumis(
     positive_int("lumis per job", lumis_per_job)
     flag("split_on_run", split_on_run)
     flag("halt_on_file_boundaries", halt_on_file_boundaries)
-    optional_positive_int("total_lumis", total_lumis)
+    total_lumis = total_limit("total_lumis", total_lumis)
     optional_positive_int("max_jobs", max_jobs)
     builder = SliceBuilder(split_on_run, halt_on_file_boundaries, max_jobs)
     for taken, unit in enumerate(select_lumis(files, lumi_mask, run_whitelist)):

@@ -192,7 +192,7 @@ def test_job_limit():
         ({"events_per_job": 10, "time_per_event": -1}, "time per event must be a non-negative number"),
         ({"events_per_job": 10, "job_time_limit": 0}, "job time limit must be a positive number"),
         ({"events_per_job": 10, "job_time_limit": float("nan")}, "job time limit must be a positive number"),
-        ({"events_per_job": 10, "total_events": 0}, "total_events must be a positive integer"),
+        ({"events_per_job": 10, "total_events": -1}, "total_events must be a positive integer"),
         ({"events_per_job": 10, "halt_on_file_boundaries": 1}, "halt_on_file_boundaries must be true or"),
     ],
 )

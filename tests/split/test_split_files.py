@@ -101,7 +101,8 @@ def test_input_errors():
         with pytest.raises(ValueError, match="file name"):
             split(["a", ""], 3)
     with pytest.raises(ValueError, match="total_files"):
-        split_files(["a"], 1, total_files=0)
+        split_files(["a"], 1, total_files=-1)
+    assert split_files(["a", "b"], 1, total_files=0) == split_files(["a", "b"], 1)  # 0: all, as WMCore
 
 
 def test_max_jobs():

@@ -136,8 +136,9 @@ def test_lumi_mask_and_whitelist():
 def test_total_lumis_caps_the_task():
     f = LumiFile("a", [(1, lumi) for lumi in range(1, 11)])
     assert [s.count for s in split_lumis([f], 3, total_lumis=7)] == [3, 3, 1]
+    assert [s.count for s in split_lumis([f], 3, total_lumis=0)] == [3, 3, 3, 1]  # 0: no limit, as WMCore
     with pytest.raises(ValueError, match="total_lumis must be a positive integer"):
-        split_lumis([f], 3, total_lumis=0)
+        split_lumis([f], 3, total_lumis=-1)
 
 
 def test_files_without_lumis_are_ignored_but_not_all_of_them():
@@ -182,7 +183,7 @@ def test_input_errors(build, message):
 
 def test_compact_lumis():
     assert compact_lumis([(2, 5), (1, 3), (1, 1), (1, 2), (2, 7)]) == {1: [[1, 3]], 2: [[5, 5], [7, 7]]}
-    assert LumiFile("a", [(1, 1), (1, 2), (1, 3)], 10).events_per_lumi == Fraction(10, 3)
+    assert LumiFile("a", [(1, 1), (1, 2), (1, 3)], 10).events_per_lumi == 3  # rounded as WMCore
 
 
 def test_slice_is_a_plain_frozen_dataclass():

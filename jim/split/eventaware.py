@@ -40,8 +40,9 @@ Edge cases (decided)
   file average.
 * ``time_per_event == 0`` or ``job_time_limit is None``: no time check.
 * ``total_events``: ``None`` or ``0`` is no limit (as in WMCore).  Otherwise
-  lumis are taken while the events already taken are below ``total_events``; the last lumi may overshoot (the user gets at least what
-  was asked for, if the input holds it).  Failed lumis count too.
+  lumis are taken while the events already taken are below ``total_events``;
+  the last lumi may overshoot (the user gets at least what was asked for, if
+  the input holds it).  Failed lumis count too.
 * A file with ``events == 0`` has 0-event lumis: they fit any budget, so they
   join the current job without limit (subject to the boundaries).
 * Every non-failed slice has an estimated time within ``job_time_limit``, and a

@@ -35,10 +35,10 @@ What each child carries
 The ``Parameters*`` attributes are removed and these are added (as one-string
 lists): ``Parameter`` (the unnamed value, when there is an unnamed sequence),
 ``Parameter.<name>`` per named sequence, ``ParameterNumber`` (0-based index),
-``SplitID`` (the index zero-padded to the width of N-1, like current DIRAC's
-``%n``: N=1 gives ``0``, N=10 gives ``0``..``9``, N=11 gives ``00``..``10``,
-N=100 gives ``00``..``99``; DIRAC's 2013 splitter padded to the width of N,
-``00``..``09`` for N=10, which only adds a useless digit) and
+``SplitID`` (the index zero-padded to the width of N, as DIRAC RFC #15's
+splitter shows it: N=1 gives ``0``, N=9 gives ``0``..``8``, N=10 gives
+``00``..``09`` -- the RFC's ``SplitID = 02`` -- and N=100 gives ``000``..``099``)
+and
 ``SplitSourceJob`` (the grid job id passed in).  A description that already
 sets one of these is refused.
 
@@ -240,7 +240,7 @@ def expand_jobs(
         raise ValueError(f"parameter sequence names must be unique (case-insensitively): {names}")
     n = lengths.pop() if lengths else 1
     base = _strip_parameter_attributes(description)
-    width = len(str(n - 1))
+    width = len(str(n))
     jobs = []
     for k in range(n):
         split_id = str(k).zfill(width)

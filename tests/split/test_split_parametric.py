@@ -203,7 +203,7 @@ def test_one_bad_child_rejects_all():
 
 @pytest.mark.parametrize(
     "n, first, last",
-    [(1, "0", "0"), (10, "0", "9"), (11, "00", "10"), (100, "00", "99"), (101, "000", "100")],
+    [(1, "0", "0"), (9, "0", "8"), (10, "00", "09"), (11, "00", "10"), (100, "000", "099"), (101, "000", "100")],
 )
 def test_split_id_padding(n, first, last):
     desc = {"Parameters": [str(n)], "Out": ["out_${SplitID}.txt"]}
@@ -228,14 +228,14 @@ def test_dirac_rfc_15_example():
     job = split_parametric(desc, source_job="41")[2]
     assert job.description == {
         "Executable": ["/bin/echo"],
-        "JobName": ["parametric_41:2"],
+        "JobName": ["parametric_41:02"],
         "Arguments": ["3.99"],
-        "StdOutput": ["StdOut_2"],
-        "OutputSandbox": ["StdOut_2", "StdErr_2"],
+        "StdOutput": ["StdOut_02"],
+        "OutputSandbox": ["StdOut_02", "StdErr_02"],
         "Environment": [["P", "3.99"], ["HOME_COPY", "$HOME"]],
         "Parameter": ["3.99"],
         "ParameterNumber": ["2"],
-        "SplitID": ["2"],
+        "SplitID": ["02"],
         "SplitSourceJob": ["41"],
     }
     assert job.variables["Parameter"] == "3.99"
@@ -271,7 +271,7 @@ def test_every_child_carries_its_values(named, n):
     jobs = split_parametric(desc, source_job="src")
     assert len(jobs) == n
     for k, job in enumerate(jobs):
-        assert job.index == k and int(job.split_id) == k and len(job.split_id) == len(str(n - 1))
+        assert job.index == k and int(job.split_id) == k and len(job.split_id) == len(str(n))
         assert job.source_job == "src" and job.description["SplitSourceJob"] == ["src"]
         assert dict(job.named) == {name: f"{v}{k}" for name, v in named.items()}
         # values are inserted verbatim, never rescanned (a value may contain "$")

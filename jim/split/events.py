@@ -44,6 +44,18 @@ Edge cases (decided)
   are not limited.
 * ``max_jobs``: when given, more slices than that is a ``ValueError`` raised
   before any slice is built.
+
+Lumi sections of generated events (WMCore ``events_per_lumi``)
+---------------------------------------------------------------
+With ``events_per_lumi`` given, :func:`split_events` also numbers each job's
+events in luminosity sections of that size, as WMCore's EventBased does for
+production: a job of ``count`` events gets ``ceil(count / events_per_lumi)``
+lumis (its last one may be short), numbered on from the previous job's last
+lumi, starting at ``first_lumi`` (default 1).  A job never shares a lumi with
+another.  Without ``events_per_lumi`` no lumis are assigned (``first_lumi`` and
+``last_lumi`` of the slices are ``None``); WMCore's default (one lumi per job)
+is ``events_per_lumi = per_job``.  Lumi numbers obey the same 32-bit limit as
+event numbers.
 """
 
 from __future__ import annotations
@@ -81,12 +93,16 @@ class EventSlice:
     """Events ``first`` .. ``last`` inclusive, optionally inside input ``file``.
 
     ``last is None`` marks the slice of a 0-event input file: it has a first
-    event but no last one, and ``count == 0``.
+    event but no last one, and ``count == 0``.  ``first_lumi`` .. ``last_lumi``
+    (inclusive) are the lumi sections of a generated slice made with
+    ``events_per_lumi``, else ``None``.
     """
 
     first: int
     last: int | None
     file: str | None = None
+    first_lumi: int | None = None
+    last_lumi: int | None = None
 
     def __post_init__(self) -> None:
         if not is_int(self.first):
@@ -134,6 +150,8 @@ def split_events(
     first: int = 1,
     balanced: bool = False,
     *,
+    events_per_lumi: int | None = None,
+    first_lumi: int = 1,
     max_event: int | None = MAX_EVENT_NUMBER,
     max_jobs: int | None = None,
 ) -> list[EventSlice]:
@@ -144,12 +162,15 @@ def split_events(
     events, and there are ``ceil(total / per_job)`` of them.  Raises
     ``ValueError`` for ``total <= 0``, ``per_job <= 0``, ``first < 0``, a last
     event above ``max_event`` (no wrap, see the module docstring) or more than
-    ``max_jobs`` slices.
+    ``max_jobs`` slices.  With ``events_per_lumi``, each slice also gets its
+    lumi sections (see the module docstring).
     """
     positive_int("total events", total)
     positive_int("events per job", per_job)
     non_negative_int("first event", first)
     flag("balanced", balanced)
+    optional_positive_int("events_per_lumi", events_per_lumi)
+    positive_int("first lumi", first_lumi)
     optional_positive_int("max_event", max_event)
     optional_positive_int("max_jobs", max_jobs)
     last = first + total - 1
@@ -159,7 +180,22 @@ def split_events(
             "jim does not wrap event numbers (choose a lower first event or fewer events)"
         )
     job_count(count_event_jobs(total, per_job), max_jobs)
-    return [EventSlice(a, b) for a, b in _windows(first, total, per_job, balanced)]
+    windows = list(_windows(first, total, per_job, balanced))
+    if events_per_lumi is None:
+        return [EventSlice(a, b) for a, b in windows]
+    lumis = sum(count_event_jobs(b - a + 1, events_per_lumi) for a, b in windows)
+    if max_event is not None and first_lumi + lumis - 1 > max_event:
+        raise ValueError(
+            f"lumis {first_lumi}..{first_lumi + lumis - 1} pass the lumi number limit {max_event}; "
+            "choose a lower first lumi or more events per lumi"
+        )
+    slices = []
+    lumi = first_lumi
+    for a, b in windows:
+        n = count_event_jobs(b - a + 1, events_per_lumi)
+        slices.append(EventSlice(a, b, None, lumi, lumi + n - 1))
+        lumi += n
+    return slices
 
 
 def split_event_files(

@@ -18,8 +18,12 @@ Routes (GET and HEAD only; any other method is answered 405, or 403 without the 
     /api/jobs               JSON list of grid jobs as ``jim list --json`` prints it (?state=,
                             and ?page=&per_page= to page; X-Total-Count gives the total)
     /api/jobs/<id>          JSON: what ``jim status --json`` prints (compact; ?pretty to indent)
-    /db/<id>.xml            the raw record (a browser renders it through jim.xsl)
+    /db/<id>.html           the record rendered to HTML on the server through jim.xsl (lxml): no
+                            browser XSLT needed
+    /db/<id>.xml            the raw record, with its stylesheet instruction (for tools, and for
+                            browsers that still run XSLT)
     /db/jim.xsl             the stylesheet
+    /db/index.html          the index rendered on the server through jim.xsl (links to <id>.html)
     /db/index.xml           the index, with the stylesheet instruction added
     /static/jim.css         the pages' style sheet
 
@@ -54,7 +58,9 @@ Tests and benchmarks start a :class:`JimServer` on port 0 in a thread
 
 from __future__ import annotations
 
+import base64
 import errno
+import hashlib
 import hmac
 import html
 import ipaddress
@@ -115,6 +121,8 @@ ROUTES = [
     (re.compile(r"/api/jobs"), "api_list"),
     (re.compile(rf"/api/jobs/(?P<job_id>{_ID})"), "api_job"),
     (re.compile(rf"/db/(?P<job_id>{_ID})\.xml"), "db_record"),
+    (re.compile(rf"/db/(?P<job_id>{_ID})\.html"), "db_record_html"),
+    (re.compile(r"/db/index\.html"), "db_index_html"),
     (re.compile(r"/db/jim\.xsl"), "db_stylesheet"),
     (re.compile(r"/db/index\.xml"), "db_index"),
     (re.compile(r"/static/jim\.css"), "static_css"),
@@ -137,6 +145,13 @@ CSP_XML = (
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 CSP_OTHER = "default-src 'none'; frame-ancestors 'none'"
+# a record or the index rendered on the server through jim.xsl: no script at all; its one inline
+# <style> (constant, from the stylesheet) allowed by its hash, added per response
+CSP_RENDERED = "default-src 'none'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+_STYLE_BLOCK = re.compile(rb"<style[^>]*>(.*?)</style>", re.S)
+_RECORD_LINK = re.compile(rf"({_ID})\.xml")
+# jim.xsl and the documents it transforms: no entities resolved, nothing fetched
+_XSLT_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, load_dtd=False)
 
 
 # evaluated in C: the page of a grid job of 10,000 local jobs builds rows only for those it shows
@@ -232,6 +247,39 @@ def _cooling(row: Any, now: float) -> bool:
 
 def _package_bytes(package: str, *parts: str) -> bytes:
     return resources.files(package).joinpath(*parts).read_bytes()
+
+
+class Renderer:
+    """jim.xsl compiled once (per process), run by lxml on the server: a record or the index to HTML.
+
+    The transformation may read, write or fetch nothing (``XSLTAccessControl.DENY_ALL``: no
+    ``document()``, no ``xsl:include`` at run time, no output files), and the documents are parsed
+    without entities or network."""
+
+    def __init__(self, stylesheet: bytes):
+        doc = etree.fromstring(stylesheet, _XSLT_PARSER).getroottree()
+        self._xslt = etree.XSLT(doc, access_control=etree.XSLTAccessControl.DENY_ALL)
+        self._lock = threading.Lock()  # one transformation at a time with the shared compiled stylesheet
+
+    def render(self, xml: bytes) -> tuple[bytes, str]:
+        """The HTML page of an XML record or index, and the Content-Security-Policy it needs."""
+        doc = etree.fromstring(xml, _XSLT_PARSER)
+        with self._lock:
+            result = self._xslt(doc)
+        root = result.getroot()
+        if root is None:
+            raise JimError("jim.xsl gave no page for this document")
+        for a in root.iter("a"):  # the index links each grid job to its rendered page, not to the raw XML
+            m = _RECORD_LINK.fullmatch(a.get("href") or "")
+            if m:
+                a.set("href", m.group(1) + ".html")
+        body = bytes(result)
+        hashes = " ".join(
+            "'sha256-" + base64.b64encode(hashlib.sha256(m.group(1)).digest()).decode() + "'"
+            for m in _STYLE_BLOCK.finditer(body)
+        )
+        csp = CSP_RENDERED + (f"; style-src {hashes}" if hashes else "")
+        return body, csp
 
 
 def _with_stylesheet(xml: bytes) -> bytes:
@@ -360,6 +408,7 @@ class _Base(HTTPServer):
         self.lock_timeout = lock_timeout
         self.env = make_env()
         self.stylesheet = _package_bytes("jim", "data", "jim.xsl")
+        self.renderer = Renderer(self.stylesheet)
         self.css = _package_bytes("jim", "templates", "jim.css")
         self.thread: threading.Thread | None = None
         super().__init__(address, Handler)
@@ -1228,6 +1277,24 @@ class Handler(BaseHTTPRequestHandler):
             {"Content-Type": "application/xml; charset=utf-8", "Content-Security-Policy": CSP_XML},
             data,
         )
+
+    def route_db_record_html(self, query: dict[str, str], job_id: str):
+        try:
+            data = self.view.home.record(job_id).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            raise JobNotFound(job_id) from None
+        return self._rendered(data)
+
+    def route_db_index_html(self, query: dict[str, str]):
+        status, headers, data = self.route_db_index(query)
+        return self._rendered(data)
+
+    def _rendered(self, xml: bytes) -> tuple[HTTPStatus, dict[str, str], bytes]:
+        try:
+            body, csp = self.server.renderer.render(xml)
+        except etree.XMLSyntaxError:
+            raise JimError("the record is not well-formed XML") from None
+        return HTTPStatus.OK, {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": csp}, body
 
     def route_db_stylesheet(self, query: dict[str, str]):
         return (

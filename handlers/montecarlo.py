@@ -26,8 +26,12 @@ Each local job gets its inclusive first and last event (``JIM_FIRST_EVENT``,
 ``JIM_LAST_EVENT``, ``JIM_EVENTS`` in its environment) and, with a CPU hint,
 its estimated seconds (slice ``estSeconds``).  Slices are balanced (sizes
 differ by at most one) unless the option ``balanced = false`` asks for full
-jobs plus a tail.  The plan records ``perJob``, ``estSecondsPerJob``,
-``timeLimit`` (usable seconds) and ``timeLimitBy``.
+jobs plus a tail.  With ``eventsperlumi`` (WMCore's ``events_per_lumi``) each
+local job's events are numbered in lumi sections of that size, numbered on
+from ``firstlumi`` (default 1) across the local jobs: ``JIM_FIRST_LUMI`` and
+``JIM_LAST_LUMI`` in its environment, slice ``firstLumi``/``lastLumi``.
+The plan records ``perJob``, ``estSecondsPerJob``, ``timeLimit`` (usable
+seconds) and ``timeLimitBy``.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class MonteCarloHandler(Handler):
         if total <= 0:
             raise InvalidAttribute(f"events must be a positive integer, got {raw!r}")
         first = desc.get_int("firstevent", 1, minimum=0)
+        per_lumi = desc.get_int("eventsperlumi", None, minimum=1)
+        first_lumi = desc.get_int("firstlumi", 1, minimum=1)
         cap, cap_why = self.max_local_jobs(desc)
         self.executable_argv(desc)
         budget = self.event_budget(
@@ -77,21 +83,27 @@ class MonteCarloHandler(Handler):
                     f"limit of {cap} ({cap_why.replace('-', ' ')})"
                 )
         try:
-            slices = split_events(total, per_job, first, balanced=bool(self.opts["balanced"]))
+            slices = split_events(
+                total,
+                per_job,
+                first,
+                balanced=bool(self.opts["balanced"]),
+                events_per_lumi=per_lumi,
+                first_lumi=first_lumi,
+            )
         except ValueError as e:
             raise InvalidAttribute(str(e)) from None
         plan_slices = []
         for s in slices:
             attrs: dict[str, Any] = {"firstEvent": s.first, "lastEvent": s.last, "events": s.count}
+            env = {"JIM_FIRST_EVENT": str(s.first), "JIM_LAST_EVENT": str(s.last), "JIM_EVENTS": str(s.count)}
+            if s.first_lumi is not None:
+                attrs.update(firstLumi=s.first_lumi, lastLumi=s.last_lumi)
+                env.update(JIM_FIRST_LUMI=str(s.first_lumi), JIM_LAST_LUMI=str(s.last_lumi))
             est = budget.estimate(s.count)
             if est is not None:
                 attrs["estSeconds"] = f"{est:.0f}"
-            plan_slices.append(
-                LocalSlice(
-                    attrs=attrs,
-                    env={"JIM_FIRST_EVENT": str(s.first), "JIM_LAST_EVENT": str(s.last), "JIM_EVENTS": str(s.count)},
-                )
-            )
+            plan_slices.append(LocalSlice(attrs=attrs, env=env))
         largest = max(s.count for s in slices)
         cpe = budget.cpu_per_event
         est = budget.estimate(largest)
@@ -112,6 +124,7 @@ class MonteCarloHandler(Handler):
             "total": total,
             "firstEvent": first,
             "perJob": per_job,
+            "eventsPerLumi": per_lumi,
             "cpuPerEvent": f"{cpe:g}" if cpe is not None else None,
             "estCpuPerJob": f"{largest * cpe:g}" if cpe is not None else None,
             "estSecondsPerJob": f"{est:.0f}" if est is not None else None,

@@ -258,7 +258,8 @@ class Renderer:
 
     def __init__(self, stylesheet: bytes):
         doc = etree.fromstring(stylesheet, _XSLT_PARSER).getroottree()
-        self._xslt = etree.XSLT(doc, access_control=etree.XSLTAccessControl.DENY_ALL)
+        deny_all = etree.XSLTAccessControl.DENY_ALL  # type: ignore[attr-defined]  # (missing from lxml-stubs)
+        self._xslt = etree.XSLT(doc, access_control=deny_all)
         self._lock = threading.Lock()  # one transformation at a time with the shared compiled stylesheet
 
     def render(self, xml: bytes) -> tuple[bytes, str]:

@@ -38,5 +38,6 @@ echo "== output tar: $tar"
 tar tzf "$tar" | sed -n '1,12p'
 echo "   ... $(tar tzf "$tar" | wc -l) files"
 echo
-echo "The database record, viewable in a browser (XSLT): $JIM_HOME/db/$ID.xml"
+echo "The database record: $JIM_HOME/db/$ID.xml"
+echo "In a browser: JIM_HOME=$JIM_HOME jim serve, then /jobs/$ID or /db/$ID.html (rendered on the server)"
 case "$state" in *DONE*) exit 0 ;; *) exit 1 ;; esac

@@ -12,7 +12,7 @@ The sequences and the substitution are :mod:`jim.split.parametric`'s:
 
 Every attribute is expanded per local job: ``$Parameter``/``${Parameter}``
 (the unnamed value), ``${Parameter.<name>}``, ``$ParameterNumber`` (0-based
-index), ``$SplitID`` (the index zero-padded to the width of N-1) and
+index), ``$SplitID`` (the index zero-padded to the width of N) and
 ``$SplitSourceJob`` (the grid job id).  ``$$`` is a literal ``$``: write
 ``$$HOME`` to hand ``$HOME`` to a shell.  An unresolved placeholder is an
 error at submit.
@@ -45,7 +45,15 @@ from jim.split.parametric import parse_parameters, split_parametric
 
 _SEQUENCE_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")
 #: Attributes that may differ between the local jobs of one grid job.
-PER_JOB = frozenset({"executable", "arguments", "environment", "jobname", "outputs", "inputfiles"})
+PER_JOB = frozenset({"executable", "arguments", "environment", "jobname", "outputs", "inputfiles", "stdout", "stderr"})
+#: Streams that, when they differ between local jobs, name each local job's own file (DIRAC's ``StdOutput``).
+STREAMS = ("stdout", "stderr")
+#: Runs a command with its stdout ($1) and stderr ($2) in the named new files of its work directory (an empty
+#: name: the stream is left alone); a constant script, the names and the command are its arguments.
+STDIO_SCRIPT = (
+    'o=$1 e=$2; shift 2; set -C; if [ -n "$e" ]; then exec 2>"$e"; fi; if [ -n "$o" ]; then exec >"$o"; fi; exec "$@"'
+)
+MAX_STREAM_NAME = 255
 #: Attributes whose expanded values are united into the grid job's description.
 UNITED = ("outputs", "inputfiles")
 DRY_RUN_ID = "DRYRUN"
@@ -71,6 +79,7 @@ class ParametricHandler(Handler):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._argv: dict[int, list[str]] = {}
+        self._streams: tuple[str, ...] = ()  # the streams each local job writes to its own file
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         if desc.get_int("count", 1, minimum=1) != 1:
@@ -106,6 +115,8 @@ class ParametricHandler(Handler):
             attrs: dict[str, Any] = {"parameterNumber": child.index, "splitId": child.split_id}
             if d.get("jobname") != desc.attrs.get("jobname"):
                 attrs["jobname"] = " ".join(v for v in d["jobname"] if isinstance(v, str))
+            for stream in self._streams:
+                attrs[stream] = self._stream_name(d, stream)
             slices.append(LocalSlice(attrs=attrs, params=params, env=env))
         shown = [
             c.parameter
@@ -145,15 +156,31 @@ class ParametricHandler(Handler):
         except ValueError as e:
             raise InvalidAttribute(f"parametric job: {e}") from None
 
-    @staticmethod
-    def _unite(desc: JobDescription, children) -> None:
-        """Grid-wide attributes must not vary; record their expanded value, and unite ``outputs``/``inputfiles``."""
+    def _unite(self, desc: JobDescription, children) -> None:
+        """Grid-wide attributes must not vary; record their expanded value, and unite ``outputs``/``inputfiles``.
+
+        ``stdout``/``stderr`` that are the same for every local job are the grid job's merged stream, as
+        GRAM's; ones that vary (DIRAC's ``StdOutput = "StdOut_$SplitID"``) name each local job's own file
+        in its work directory, gathered like an output: the grid job then has no merged stream of its own."""
         generated = {"Parameter", "ParameterNumber", "SplitID", "SplitSourceJob"}
         first = children[0].description
+        own = [a for a in STREAMS if any(c.description.get(a) != first.get(a) for c in children[1:])]
+        self._streams = tuple(own)
+        for stream in own:
+            desc.attrs.pop(stream, None)
+            names = [self._stream_name(c.description, stream) for c in children]
+            if len(set(names)) != len(names):
+                raise InvalidAttribute(f"{stream} must name a different file for every local job")
+            outputs = desc.attrs.setdefault("outputs", [])
+            for name in names:  # (each local job's own name: it matches its own file only)
+                if name not in outputs:
+                    outputs.append(name)
         for attr, value in first.items():
-            if attr in generated or attr.startswith("Parameter."):
+            if attr in generated or attr.startswith("Parameter.") or attr in own:
                 continue
-            if attr in UNITED:
+            if attr in STREAMS:
+                desc.attrs[attr] = value
+            elif attr in UNITED:
                 union: list = []
                 for child in children:
                     for v in child.description.get(attr, []):
@@ -168,6 +195,24 @@ class ParametricHandler(Handler):
                     )
                 desc.attrs[attr] = value
 
+    @staticmethod
+    def _stream_name(d: dict, stream: str) -> str:
+        """A local job's own ``stdout``/``stderr`` file: a plain name in its work directory."""
+        vals = d.get(stream) or []
+        name = vals[0] if len(vals) == 1 and isinstance(vals[0], str) else None
+        if (
+            name is None
+            or not name
+            or len(name) > MAX_STREAM_NAME
+            or "/" in name
+            or name in (".", "..")
+            or any(c in name for c in "\0\n")
+        ):
+            raise InvalidAttribute(
+                f"{stream} varies between local jobs, so it must be one plain file name (no '/'), got {vals!r:.80}"
+            )
+        return name
+
     def _argv_of(self, d: dict, desc: JobDescription) -> list[str]:
         exe = d.get("executable") or []
         if len(exe) != 1 or not isinstance(exe[0], str) or not exe[0]:
@@ -179,6 +224,9 @@ class ParametricHandler(Handler):
         args = d.get("arguments", [])
         if not all(isinstance(a, str) for a in args):
             raise InvalidAttribute("attribute arguments must be a list of words, not a nested list")
+        if self._streams:
+            names = [self._stream_name(d, st) if st in self._streams else "" for st in STREAMS]
+            return ["/bin/sh", "-c", STDIO_SCRIPT, "jim-stdio", *names, path, *args]
         return [path, *args]
 
     def prepareWorkArea(self, desc, plan, area) -> None:
@@ -187,6 +235,7 @@ class ParametricHandler(Handler):
     def getCommandAndArguments(self, desc, plan, local) -> list[str]:
         index = int(local.attrs["parameterNumber"])
         if index not in self._argv:  # a fresh handler: expand again (deterministic)
+            self._streams = tuple(st for st in STREAMS if st in local.attrs)
             for child in self._children(desc):
                 self._argv[child.index] = self._argv_of(child.description, desc)
         return list(self._argv[index])

@@ -458,6 +458,8 @@ class JobDescription:
     def check_known(self, extra: Iterable[str] = ()) -> None:
         """Refuse attributes that neither GRAM, jim, nor the handler declare."""
         known = GRAM_ATTRIBUTES | GRAM_INTERNAL_ATTRIBUTES | set(JIM_ATTRIBUTES) | set(extra)
+        if self.source_format == "jdl":
+            known |= set(JDL_RECORDED)
         unknown = sorted(set(self.attrs) - known)
         if unknown:
             others = ", ".join(shown(u) for u in unknown[1:4])
@@ -786,6 +788,44 @@ def parse_rsl(text: str, env: dict[str, str] | None = None) -> JobDescription:
 # --------------------------------------------------------------------------
 
 
+#: DIRAC JDL names and the jim attribute each becomes (docs/jdl.md has the whole table).
+JDL_RENAMED = {
+    "stdoutput": "stdout",
+    "stderror": "stderr",
+    "inputsandbox": "inputfiles",
+    "outputsandbox": "outputs",
+}
+
+#: DIRAC JDL names (RFC #7) that become requirements on the local queue.
+JDL_REQUIREMENTS = ("site", "bannedsite", "platform", "cputime", "tags")
+
+#: DIRAC JDL attributes that mean nothing at a site: accepted and recorded with the grid job, not acted on.
+JDL_RECORDED = {
+    "diracjobtype": "DIRAC's JobType (User, ...) when it is not one of GRAM's job types",
+    "jobgroup": "DIRAC's job group",
+    "priority": "DIRAC's priority of the job among the user's jobs",
+    "loglevel": "DIRAC's log level of the job wrapper",
+    "owner": "DIRAC's owner name",
+    "ownerdn": "DIRAC's owner DN",
+    "ownergroup": "DIRAC's owner group",
+    "virtualorganization": "DIRAC's VO",
+    "submitpools": "DIRAC's submit pools",
+    "origin": "DIRAC's submitting client",
+    "diracsetup": "DIRAC's setup",
+    "outputse": "DIRAC's storage element for output data",
+    "outputpath": "DIRAC's path for output data",
+    "outputdata": "DIRAC's output data uploaded by its job wrapper",
+    "jobconfigargs": "DIRAC's job configuration arguments",
+}
+
+#: A site, platform or tag name that may become a requirement (no quote, comma, blank or '=').
+_JDL_REQUIREMENT_WORD = re.compile(r"[A-Za-z0-9_.+:/-]{1,256}\Z")
+#: The queue parameter each DIRAC requirement names.
+_JDL_REQUIREMENT_NAMES = {"site": "Site", "platform": "Platform", "tags": "Tag"}
+#: A CPU time in seconds.
+_JDL_SECONDS = re.compile(r"[0-9]{1,18}(\.[0-9]{0,6})?\Z")
+
+
 def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescription:
     """Parse a JDL / ClassAd job description with HTCondor's classad module.
 
@@ -794,6 +834,15 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     expansion); ``Environment`` may be a list of ``NAME=value`` strings or one
     ``"A=1 B=2"`` string; ``Requirements`` (an expression) is kept as its
     ClassAd text.
+
+    DIRAC's vocabulary is mapped to jim's (docs/jdl.md): ``StdOutput``,
+    ``StdError``, ``InputSandbox``, ``OutputSandbox`` (:data:`JDL_RENAMED`),
+    ``Splitter = Parametric`` (the parametric job type), the dotted names of
+    parameter sequences (``Parameters.A = {...}``, which the ClassAd grammar
+    lacks, are read as quoted names), RFC #7's ``Site``, ``BannedSite``,
+    ``Platform``, ``CPUTime`` and ``Tags`` (added to the requirements) and
+    DIRAC's attributes with no meaning at a site (:data:`JDL_RECORDED`:
+    accepted and recorded).
 
     The text is bounded (:func:`classad_tokens`) before the library sees it.
     Every other value must be a constant: literals, lists and operators on them,
@@ -806,7 +855,7 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     classad_tokens(text, "the JDL job description")
     classad = classad_module()
     try:
-        ad = classad.parseOne(text)
+        ad = classad.parseOne(_quote_dotted_names(text))
     except Exception as e:  # the bindings raise several types
         raise DescriptionError(f"JDL does not parse as a ClassAd: {e}") from None
     if len(ad) == 0 and text.strip():
@@ -814,14 +863,26 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     keys = list(ad.keys())
     if len(keys) > MAX_ATTRIBUTES:
         raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
+    targets: dict[str, str] = {}  # jim name -> the JDL name that gives it
+    for key in keys:
+        name = canonical(key)
+        target = "requirements" if name in JDL_REQUIREMENTS else JDL_RENAMED.get(name, name)
+        target = "jimtype" if name == "splitter" else target
+        if target in targets and target != "requirements":
+            raise DescriptionError(f"JDL attributes {shown(targets[target])} and {shown(key)} both give {target}")
+        targets.setdefault(target, key)
     if extra_known is not None:
-        JobDescription({canonical(k): [] for k in keys}).check_known(extra_known)
+        JobDescription({t: [] for t in targets if t != "jobtype"}, source_format="jdl").check_known(extra_known)
     attrs: dict[str, list[Value]] = {}
+    wanted: list[Value] = []
     for key in keys:
         name = canonical(key)
         expr = str(ad.lookup(key))  # (bounded above: the unparser recurses through the tree)
         if name == "requirements":
-            attrs[name] = [expr]
+            attrs.setdefault(name, []).insert(0, expr)
+            continue
+        if name == "splitter":
+            attrs["jimtype"] = [_jdl_splitter(expr)]
             continue
         _jdl_constant(key, expr)
         try:
@@ -830,8 +891,72 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
             raise DescriptionError(f"JDL attribute {shown(key)} does not evaluate: {shown(expr)}", cause=e) from None
         if isinstance(value, classad.Value):  # undefined or error (an IntEnum: never a number here)
             raise DescriptionError(f"JDL attribute {shown(key)} is {value.name.lower()}: {shown(expr)}")
-        attrs[name] = _jdl_values(key, value)
+        values = _jdl_values(key, value)
+        if name in JDL_REQUIREMENTS:
+            wanted.append(_jdl_requirement(key, name, values))
+        elif name == "jobtype" and not (len(values) == 1 and str(values[0]).lower() in GRAM_JOBTYPES):
+            attrs["diracjobtype"] = values
+        else:
+            attrs[JDL_RENAMED.get(name, name)] = values
+    if wanted:
+        attrs.setdefault("requirements", []).extend(wanted)
     return JobDescription(_bounded(attrs), source_format="jdl", source_text=text)
+
+
+def _quote_dotted_names(text: str) -> str:
+    """``text`` with each dotted attribute name being defined (``Parameters.A =``, DIRAC's named parameter
+    sequences) written as a quoted ClassAd name (``'Parameters.A' =``); ``text`` is already bounded."""
+    toks = []
+    for m in _CLASSAD_TOKEN.finditer(text):
+        if m.lastgroup == "unclosed":
+            break
+        if m.lastgroup != "blank":
+            toks.append(m)
+    out: list[str] = []
+    done = 0
+    for i in range(len(toks) - 3):
+        a, dot, b, eq = toks[i : i + 4]
+        if (
+            a.lastgroup == "name"
+            and dot.group() == "."
+            and b.lastgroup == "name"
+            and eq.lastgroup == "assign"
+            and a.end() == dot.start()
+            and dot.end() == b.start()
+            and a.start() >= done
+        ):
+            out.append(text[done : a.start()])
+            out.append(f"'{a.group()}.{b.group()}'")
+            done = b.end()
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _jdl_splitter(expr: str) -> str:
+    """The job type of DIRAC's ``Splitter`` (``Parametric``, bare or quoted): ``parametric``."""
+    toks = classad_tokens(expr, "JDL attribute Splitter")
+    if len(toks) == 1 and toks[0][0] in ("name", "string"):
+        word = toks[0][1].strip('"')
+        if word.lower() == "parametric":
+            return "parametric"
+    raise InvalidAttribute(f"JDL Splitter must be Parametric (the only splitter jim has), got {shown(expr)}")
+
+
+def _jdl_requirement(key: str, name: str, values: list[Value]) -> str:
+    """DIRAC's ``Site``, ``BannedSite``, ``Platform``, ``CPUTime`` or ``Tags`` as one requirement on the queue."""
+    words = [str(v).strip() for v in values]
+    if not words:
+        raise InvalidAttribute(f"JDL {key} has no value")
+    if name == "cputime":
+        if len(words) != 1 or not _JDL_SECONDS.match(words[0]):
+            raise InvalidAttribute(f"JDL {key} must be a number of seconds, got {shown(' '.join(words))}")
+        return f"MaxCPUTime={words[0].split('.')[0] if words[0].endswith('.') else words[0]}"
+    for w in words:
+        if not _JDL_REQUIREMENT_WORD.match(w):
+            raise InvalidAttribute(f"JDL {key} values must be names of letters, digits and _.+:/- only, got {shown(w)}")
+    if name == "bannedsite":
+        return " && ".join(f'Site =!= "{w}"' for w in words)
+    return f"{_JDL_REQUIREMENT_NAMES[name]}={','.join(words)}"
 
 
 @lru_cache(maxsize=1)

@@ -378,9 +378,14 @@ def test_parametric_fresh_handler_gives_the_same_commands():
         ('(executable=/bin/true)(arguments="$Nope")(parameters=2)', InvalidAttribute, "unresolved placeholder $Nope"),
         ("(executable=/bin/true)(parameters=1 2)(parameters.x=a b c)", InvalidAttribute, "different length"),
         (
-            '(executable=/bin/true)(parameters=2)(stdout="out.$Parameter")(parameterstep=1)',
+            '(executable=/bin/true)(parameters=2)(directory="/tmp/d.$Parameter")(parameterstep=1)',
             InvalidAttribute,
-            "stdout belongs to the whole grid job",
+            "directory belongs to the whole grid job",
+        ),
+        (
+            '(executable=/bin/true)(parameters=2)(stdout="sub/out.$Parameter")(parameterstep=1)',
+            InvalidAttribute,
+            "stdout varies between local jobs, so it must be one plain file name",
         ),
         ("(executable=/bin/true)(parameters=101)", PlanError, "more than the limit of 100"),
         ("(executable=/bin/true)(parameters=20)(maxlocaljobs=10)", PlanError, "user max local jobs"),

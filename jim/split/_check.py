@@ -8,8 +8,10 @@ Python, but never a sensible event count).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TypeGuard
+from collections.abc import Callable, Iterable
+from typing import TypeGuard, TypeVar
+
+T = TypeVar("T")
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -80,6 +82,47 @@ def unique_names(names: Iterable[str]) -> None:
         if name in seen:
             raise ValueError(f"input file {name!r} is listed more than once")
         seen.add(name)
+
+
+MAX_LOCATIONS = 64
+"""At most this many locations (storage elements, sites) for one input file."""
+
+MAX_LOCATION_LENGTH = 255
+
+
+def location_set(owner: str, value: object) -> frozenset[str]:
+    """A file's location set from one name or a collection of names; empty: no location known.
+
+    Each name is a non-empty printable string of at most :data:`MAX_LOCATION_LENGTH`
+    characters; at most :data:`MAX_LOCATIONS` names.
+    """
+    items: list[object]
+    if isinstance(value, str):
+        items = [value] if value else []
+    elif isinstance(value, (set, frozenset, list, tuple)):
+        if len(value) > MAX_LOCATIONS:
+            raise ValueError(f"location of {owner} names more than {MAX_LOCATIONS} places")
+        items = list(value)
+    else:
+        raise ValueError(f"location of {owner} must be a name or a set of names, got {type(value).__name__}")
+    for item in items:
+        if not isinstance(item, str) or not item or len(item) > MAX_LOCATION_LENGTH or not item.isprintable():
+            shown = repr(item)[:80]
+            raise ValueError(
+                f"location of {owner} must be printable names of 1 to {MAX_LOCATION_LENGTH} characters, got {shown}"
+            )
+    return frozenset(items)  # type: ignore[arg-type]  # (checked above: every item is a str)
+
+
+def group_by_location(items: Iterable[T], location: Callable[[T], frozenset[str]]) -> list[T]:
+    """``items`` reordered so that equal location sets are adjacent (WMCore's job groups).
+
+    Groups come in the order of their first item; inside a group the input order is kept.
+    """
+    groups: dict[frozenset[str], list[T]] = {}
+    for item in items:
+        groups.setdefault(location(item), []).append(item)
+    return [item for group in groups.values() for item in group]
 
 
 def flag(name: str, value: object) -> bool:

@@ -48,8 +48,9 @@ Edge cases (decided)
 * Every non-failed slice has an estimated time within ``job_time_limit``, and a
   non-failed slice of more than one lumi has at most ``events_per_job``
   estimated events.
-* Masks, whitelist, ordering, duplicates, files without lumis and "nothing to
-  process" behave as in :mod:`jim.split.lumis`.  ``max_jobs`` (WMCore's
+* Masks, whitelist, ordering, locations (files grouped by location set, no job
+  mixing two sets, the carry-over never crossing sets), duplicates, files
+  without lumis and "nothing to process" behave as in :mod:`jim.split.lumis`.  ``max_jobs`` (WMCore's
   ``job_limit``) counts failed slices too.
 """
 

@@ -34,17 +34,26 @@ Edge cases (decided)
   files: nothing more will arrive, and refusing the input would serve nobody.
 * ``max_jobs``: more slices than that is a ``ValueError`` raised before any
   slice is built.
+* **Locations** (WMCore groups files by their exact set of locations, one job
+  group per set): ``locations`` maps a file name to its location (a name or a
+  set of names; a file not in it, or mapped to an empty set, has none known).
+  Files are taken location set by location set, in the order each set first
+  appears (inside a set the caller's order is kept); each set is split on its
+  own (so a set gets its own short tail), no job mixes two sets, and each
+  slice records its ``location``.  ``total_files`` counts in that order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jim.split._check import (
     file_name,
     flag,
+    group_by_location,
     job_count,
+    location_set,
     no_string,
     optional_positive_int,
     positive_int,
@@ -60,6 +69,7 @@ class FileSlice:
     """The whole input files one local job processes, in order."""
 
     files: tuple[str, ...]
+    location: frozenset[str] = frozenset()
 
     @property
     def count(self) -> int:
@@ -74,6 +84,7 @@ def split_files(
     balanced: bool = False,
     total_files: int | None = None,
     max_jobs: int | None = None,
+    locations: Mapping[str, object] | None = None,
 ) -> list[FileSlice]:
     """Group ``files`` into jobs of at most ``files_per_job`` files (WMCore FileBased).
 
@@ -87,14 +98,21 @@ def split_files(
     flag("balanced", balanced)
     total_files = total_limit("total_files", total_files)
     optional_positive_int("max_jobs", max_jobs)
-    names = _file_names(files)
+    where = _locations(locations)
+    names = group_by_location(_file_names(files), where)
     if total_files is not None:
         names = names[:total_files]
-    n = -(-len(names) // files_per_job)
-    job_count(n, max_jobs)
-    if balanced:
-        return _balanced(names, n)
-    return [FileSlice(tuple(names[i : i + files_per_job])) for i in range(0, len(names), files_per_job)]
+    groups = _location_groups(names, where)
+    job_count(sum(-(-len(g) // files_per_job) for _, g in groups), max_jobs)
+    slices: list[FileSlice] = []
+    for place, group in groups:
+        if balanced:
+            slices.extend(_balanced(group, -(-len(group) // files_per_job), place))
+        else:
+            slices.extend(
+                FileSlice(tuple(group[i : i + files_per_job]), place) for i in range(0, len(group), files_per_job)
+            )
+    return slices
 
 
 def split_files_min(
@@ -102,6 +120,7 @@ def split_files_min(
     min_files_per_job: int,
     *,
     max_jobs: int | None = None,
+    locations: Mapping[str, object] | None = None,
 ) -> list[FileSlice]:
     """Group ``files`` so that no job has fewer than ``min_files_per_job`` files.
 
@@ -109,26 +128,52 @@ def split_files_min(
     sizes differing by at most one; each has ``min_files_per_job`` ..
     ``2 * min_files_per_job - 1`` files, except the single slice made when
     ``N < min_files_per_job``, which holds all ``N``.  See the module docstring
-    for how this relates to WMCore's MinFileBased.
+    for how this relates to WMCore's MinFileBased.  With ``locations``, each
+    location set is split on its own and the rule holds per set.
     """
     positive_int("minimum files per job", min_files_per_job)
     optional_positive_int("max_jobs", max_jobs)
-    names = _file_names(files)
-    n = max(1, len(names) // min_files_per_job)
-    job_count(n, max_jobs)
-    return _balanced(names, n)
+    where = _locations(locations)
+    groups = _location_groups(group_by_location(_file_names(files), where), where)
+    counts = [max(1, len(g) // min_files_per_job) for _, g in groups]
+    job_count(sum(counts), max_jobs)
+    return [s for (place, group), n in zip(groups, counts, strict=True) for s in _balanced(group, n, place)]
 
 
-def _balanced(names: Sequence[str], n: int) -> list[FileSlice]:
+def _balanced(names: Sequence[str], n: int, location: frozenset[str] = frozenset()) -> list[FileSlice]:
     """``n`` consecutive slices of ``names`` whose sizes differ by at most one (larger first)."""
     base, extra = divmod(len(names), n)
     slices = []
     start = 0
     for k in range(n):
         size = base + (1 if k < extra else 0)
-        slices.append(FileSlice(tuple(names[start : start + size])))
+        slices.append(FileSlice(tuple(names[start : start + size]), location))
         start += size
     return slices
+
+
+def _locations(locations: Mapping[str, object] | None) -> Callable[[str], frozenset[str]]:
+    """``name -> location set`` for ``locations`` (validated here); no location for a name not in it."""
+    if locations is None:
+        return lambda name: frozenset()
+    if not isinstance(locations, Mapping):
+        raise ValueError(f"locations must map file name -> location, got {type(locations).__name__}")
+    table = {file_name(k): location_set(f"file {k!r}", v) for k, v in locations.items()}
+    return lambda name: table.get(name, frozenset())
+
+
+def _location_groups(
+    names: Sequence[str], where: Callable[[str], frozenset[str]]
+) -> list[tuple[frozenset[str], list[str]]]:
+    """Runs of consecutive ``names`` sharing a location set (names already grouped)."""
+    groups: list[tuple[frozenset[str], list[str]]] = []
+    for name in names:
+        place = where(name)
+        if groups and groups[-1][0] == place:
+            groups[-1][1].append(name)
+        else:
+            groups.append((place, [name]))
+    return groups
 
 
 def _file_names(files: Iterable[str]) -> list[str]:

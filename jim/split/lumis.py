@@ -41,6 +41,13 @@ Edge cases (decided)
   3 lumis count 50 per lumi, 200 in 3 count 67).  A file with ``events == 0``
   gives 0-event lumis; they are still processed.
 * No slice is empty; a file listed twice is a ``ValueError``.
+* **Locations** (WMCore groups files by their exact set of locations and
+  makes one job group per set): a :class:`LumiFile` may carry a ``location``
+  (a name or a set of names; empty = none known).  Files are taken location
+  set by location set, in the order each set first appears (inside a set the
+  caller's order is kept), and a job never mixes two location sets; each slice
+  records its ``location``.  Totals (``total_lumis``) count across all sets in
+  that order.
 """
 
 from __future__ import annotations
@@ -53,8 +60,10 @@ from typing import Any
 from jim.split._check import (
     file_name,
     flag,
+    group_by_location,
     is_int,
     job_count,
+    location_set,
     no_string,
     non_negative_int,
     optional_positive_int,
@@ -76,9 +85,11 @@ class LumiFile:
     name: str
     lumis: tuple[tuple[int, int], ...]
     events: int = 0
+    location: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         file_name(self.name)
+        object.__setattr__(self, "location", location_set(f"file {self.name!r}", self.location))
         no_string(f"lumis of file {self.name!r}", self.lumis)
         if not isinstance(self.lumis, Iterable):
             raise ValueError(f"lumis of file {self.name!r} must be a sequence of (run, lumi) pairs")
@@ -107,6 +118,7 @@ class LumiSlice:
     lumis: tuple[tuple[str, int, int], ...]
     estimated_events: float
     failed_on_creation: str | None = field(default=None)
+    location: frozenset[str] = field(default=frozenset())
 
     @property
     def count(self) -> int:
@@ -159,8 +171,9 @@ def split_lumis(
     """Group the selected lumis into jobs of at most ``lumis_per_job`` (WMCore LumiBased).
 
     Contract: every selected lumi occurrence lands in exactly one slice, in
-    input order; each slice has 1 .. ``lumis_per_job`` lumis, a single run if
-    ``split_on_run``, a single file if ``halt_on_file_boundaries``; at most
+    input order once grouped by location; each slice has 1 .. ``lumis_per_job``
+    lumis, a single location set, a single run if ``split_on_run``, a single
+    file if ``halt_on_file_boundaries``; at most
     ``total_lumis`` lumis in all.  A job is closed only when the next lumi would
     break one of those rules.  Raises ``ValueError`` on bad parameters, nothing
     to process, or more than ``max_jobs`` slices.
@@ -189,6 +202,7 @@ class LumiUnit:
     lumi: int
     events: Fraction
     file_lumis: int
+    location: frozenset[str] = frozenset()
 
 
 def select_lumis(
@@ -209,12 +223,12 @@ def select_lumis(
     unique_names(f.name for f in file_list)
     keep = _lumi_filter(lumi_mask, run_whitelist)
     any_selected = False
-    for f in file_list:
+    for f in group_by_location(file_list, lambda f: f.location):
         per_lumi = f.events_per_lumi
         for run, lumi in f.lumis:
             if keep(run, lumi):
                 any_selected = True
-                yield LumiUnit(f.name, run, lumi, per_lumi, len(f.lumis))
+                yield LumiUnit(f.name, run, lumi, per_lumi, len(f.lumis), f.location)
     if not any_selected:
         if not any(f.lumis for f in file_list):
             raise ValueError("nothing to process: no input file has any lumi")
@@ -241,11 +255,15 @@ class SliceBuilder:
         return len(self.current)
 
     def breaks_boundary(self, unit: LumiUnit) -> bool:
-        """True if ``unit`` may not join the current job because of a run or file boundary."""
+        """True if ``unit`` may not join the current job: a location, run or file boundary."""
         if not self.current:
             return False
         last = self.current[-1]
-        return (self.split_on_run and unit.run != last.run) or (self.halt_on_file_boundaries and unit.file != last.file)
+        return (
+            unit.location != last.location
+            or (self.split_on_run and unit.run != last.run)
+            or (self.halt_on_file_boundaries and unit.file != last.file)
+        )
 
     def add(self, unit: LumiUnit) -> None:
         if self.breaks_boundary(unit):
@@ -256,14 +274,14 @@ class SliceBuilder:
     def close(self) -> None:
         if self.current:
             units = tuple((u.file, u.run, u.lumi) for u in self.current)
-            self._emit(LumiSlice(units, float(self.current_events)))
+            self._emit(LumiSlice(units, float(self.current_events), location=self.current[0].location))
             self.current = []
             self.current_events = Fraction(0)
 
     def emit_failed(self, unit: LumiUnit, reason: str) -> None:
         """Close the current job, then record ``unit`` alone as failed on creation."""
         self.close()
-        self._emit(LumiSlice(((unit.file, unit.run, unit.lumi),), float(unit.events), reason))
+        self._emit(LumiSlice(((unit.file, unit.run, unit.lumi),), float(unit.events), reason, unit.location))
 
     def finish(self) -> list[LumiSlice]:
         self.close()

@@ -151,7 +151,10 @@ class ParametricHandler(Handler):
     def _children(self, desc: JobDescription):
         try:
             return split_parametric(
-                desc.attrs, source_job=self.grid_job_id or DRY_RUN_ID, max_jobs=self._limit(desc)[0]
+                desc.attrs,
+                source_job=self.grid_job_id or DRY_RUN_ID,
+                max_jobs=self._limit(desc)[0],
+                percent=desc.source_format == "jdl",  # (DIRAC's %s, %n, %(name)s in DIRAC's language)
             )
         except ValueError as e:
             raise InvalidAttribute(f"parametric job: {e}") from None

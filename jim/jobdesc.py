@@ -865,18 +865,20 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
         raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
     targets: dict[str, str] = {}  # jim name -> the JDL name that gives it
     for key in keys:
-        name = canonical(key)
+        name = _jdl_name(key)
         target = "requirements" if name in JDL_REQUIREMENTS else JDL_RENAMED.get(name, name)
         target = "jimtype" if name == "splitter" else target
         if target in targets and target != "requirements":
             raise DescriptionError(f"JDL attributes {shown(targets[target])} and {shown(key)} both give {target}")
         targets.setdefault(target, key)
     if extra_known is not None:
-        JobDescription({t: [] for t in targets if t != "jobtype"}, source_format="jdl").check_known(extra_known)
+        # (a dotted name, DIRAC's Parameters.A, is known when its first part is: the job type checks the rest)
+        names = {t.partition(".")[0] for t in targets}
+        JobDescription(dict.fromkeys(names, []), source_format="jdl").check_known(extra_known)
     attrs: dict[str, list[Value]] = {}
     wanted: list[Value] = []
     for key in keys:
-        name = canonical(key)
+        name = _jdl_name(key)
         expr = str(ad.lookup(key))  # (bounded above: the unparser recurses through the tree)
         if name == "requirements":
             attrs.setdefault(name, []).insert(0, expr)
@@ -901,6 +903,12 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     if wanted:
         attrs.setdefault("requirements", []).extend(wanted)
     return JobDescription(_bounded(attrs), source_format="jdl", source_text=text)
+
+
+def _jdl_name(key: str) -> str:
+    """A JDL attribute's canonical name; a dotted one keeps its sequence name as written (``parameters.A``)."""
+    base, dot, rest = key.partition(".")
+    return canonical(base) + dot + rest
 
 
 def _quote_dotted_names(text: str) -> str:

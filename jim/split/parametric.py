@@ -59,8 +59,11 @@ Every string in every attribute (nested lists included) is expanded once:
   splitter left it in place).
 * Substituted values are not scanned again, so a parameter value containing
   ``$`` is passed through literally.
-* DIRAC's own ``%s``, ``%(name)s`` and ``%n`` placeholders are not interpreted;
-  they pass through as text.
+* DIRAC's own placeholders are interpreted only when the caller asks
+  (``percent=True``: jim does for a JDL description, DIRAC's own language):
+  ``%s`` is the unnamed value, ``%(name)s`` the value of sequence ``name``,
+  ``%n`` the ``SplitID``; any other ``%`` is kept as written.  Otherwise they
+  pass through as text.
 
 Attribute names are matched the GRAM way: case-insensitively and ignoring
 ``_`` (``parameter_start`` is ``ParameterStart``); the part after the dot is a
@@ -120,6 +123,8 @@ _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 _PLACEHOLDER = re.compile(r"\$(?:(\$)|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*)|(\{))")
+#: The ``$`` placeholders and DIRAC's own ``%s``, ``%n``, ``%(name)s`` (a JDL description's).
+_PLACEHOLDER_OR_PERCENT = re.compile(_PLACEHOLDER.pattern + r"|%(?:(s)|(n)|\(([A-Za-z_][A-Za-z0-9_]*)\)s)")
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,7 @@ def expand_jobs(
     *,
     source_job: str,
     variables: Mapping[str, str] | None = None,
+    percent: bool = False,
 ) -> list[ParametricJob]:
     """Make one child per value of ``sequences`` (all of equal length) from ``description``.
 
@@ -249,7 +255,7 @@ def expand_jobs(
         own = _job_variables(k, split_id, source, parameter, named)
         lookup = {name.lower(): value for name, value in {**extra, **own}.items()}
         expanded: dict[str, list[Value]] = {
-            attr: [_expand(attr, v, lookup) for v in _values_of(attr, vals)] for attr, vals in base.items()
+            attr: [_expand(attr, v, lookup, percent) for v in _values_of(attr, vals)] for attr, vals in base.items()
         }
         expanded.update((name, [value]) for name, value in own.items())
         jobs.append(ParametricJob(k, split_id, source, parameter, named, expanded))
@@ -262,6 +268,7 @@ def split_parametric(
     source_job: str,
     max_jobs: int = DEFAULT_MAX_PARAMETRIC_JOBS,
     variables: Mapping[str, str] | None = None,
+    percent: bool = False,
 ) -> list[ParametricJob]:
     """Parse the ``Parameters*`` attributes and expand one child description per value.
 
@@ -269,10 +276,11 @@ def split_parametric(
     ``SplitSourceJob``; ``variables`` adds placeholder names (they may not
     shadow the generated ones).  Every child is expanded before any is returned,
     so one bad child rejects the whole description.  Raises ``ValueError`` as
-    :func:`parse_parameters` and :func:`expand_jobs` do.
+    :func:`parse_parameters` and :func:`expand_jobs` do.  With ``percent``, DIRAC's own placeholders
+    ``%s``, ``%n`` and ``%(name)s`` are expanded too (see the module docstring).
     """
     sequences = parse_parameters(description, max_jobs=max_jobs)
-    return expand_jobs(description, sequences or (), source_job=source_job, variables=variables)
+    return expand_jobs(description, sequences or (), source_job=source_job, variables=variables, percent=percent)
 
 
 def substitute(text: str, variables: Mapping[str, str]) -> str:
@@ -503,20 +511,26 @@ def _values_of(attr: str, values: object) -> Sequence[Value]:
     raise ValueError(f"attribute {attr}: values must be strings or lists of strings, got {values!r}")
 
 
-def _expand(attr: str, value: Value, lookup: Mapping[str, str]) -> Value:
+def _expand(attr: str, value: Value, lookup: Mapping[str, str], percent: bool = False) -> Value:
     if isinstance(value, str):
         try:
-            return _substitute(value, lookup)
+            return _substitute(value, lookup, percent)
         except ValueError as exc:
             raise ValueError(f"attribute {attr}: {exc}") from None
     if isinstance(value, Sequence):
-        return [_expand(attr, item, lookup) for item in value]
+        return [_expand(attr, item, lookup, percent) for item in value]
     raise ValueError(f"attribute {attr}: values must be strings or lists of strings, got {value!r}")
 
 
-def _substitute(text: str, lookup: Mapping[str, str]) -> str:
+def _substitute(text: str, lookup: Mapping[str, str], percent: bool = False) -> str:
     def replace(match: re.Match[str]) -> str:
-        dollar, braced, bare, unterminated = match.groups()
+        dollar, braced, bare, unterminated, *dirac = match.groups()
+        if any(d is not None for d in dirac):
+            p_s, p_n, p_name = dirac
+            key = "parameter" if p_s else "splitid" if p_n else f"parameter.{p_name.lower()}"
+            if key not in lookup:
+                raise ValueError(f"unresolved placeholder {match.group()} in {text!r}")
+            return lookup[key]
         if dollar:
             return "$"
         if unterminated:
@@ -530,4 +544,4 @@ def _substitute(text: str, lookup: Mapping[str, str]) -> str:
             shown = f"${name}" if bare is not None else f"${{{name}}}"
             raise ValueError(f"unresolved placeholder {shown} in {text!r}") from None
 
-    return _PLACEHOLDER.sub(replace, text)
+    return (_PLACEHOLDER_OR_PERCENT if percent else _PLACEHOLDER).sub(replace, text)

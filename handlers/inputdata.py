@@ -11,6 +11,11 @@ columns that depend on the job type:
   10 and 12;
 * concat: ``(NAME SIZE [EVENTS])`` -- bytes and events.
 
+Any column ``@PLACE[,PLACE...]`` (storage elements or sites: letters, digits,
+``_ . : -``) gives the file's location set instead; the reprocessing splitters
+group files by it and never mix two location sets in one local job (WMCore's
+job groups).  ``(/data/a.root 1200 "1:1-10" @T2_XX_SiteA)``.
+
 RSL: ``(inputdata=(/data/a.root 1200 "1:1-10") (/data/b.root 800 "1:11-20"))``;
 JSON: ``{"inputdata": [["/data/a.root", "1200", "1:1-10"], ...]}``; JDL:
 ``InputData = {"/data/a.root", ...}`` (bare names only).
@@ -33,6 +38,8 @@ from jim.errors import InvalidAttribute
 from jim.handlers.base import Handler
 
 _COUNT = re.compile(r"[0-9]+\Z")
+_PLACE = re.compile(r"[A-Za-z0-9_.:-]{1,255}\Z")
+MAX_PLACES = 64
 _LUMIS = re.compile(r"([0-9]+):([0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)\Z")
 LIST_DIR = "jim-inputdata"
 """Sandbox directory holding one file list per local job (``<k>.txt``)."""
@@ -44,6 +51,7 @@ class InputEntry:
 
     name: str
     columns: tuple[str, ...] = ()
+    location: frozenset[str] = frozenset()
 
 
 def entries(desc) -> list[InputEntry]:
@@ -63,10 +71,28 @@ def entries(desc) -> list[InputEntry]:
             raise InvalidAttribute(f"inputdata: {name!r} is not a usable file name (empty or with white space)")
         if not name.startswith("/") and "://" not in name:
             name = os.path.normpath(os.path.join(directory, name))
-        out.append(InputEntry(name, tuple(c.strip() for c in columns)))
+        words = tuple(c.strip() for c in columns)
+        places = _places(name, [w for w in words if w.startswith("@")])
+        out.append(InputEntry(name, tuple(w for w in words if not w.startswith("@")), places))
     if not out:
         raise InvalidAttribute("this job type needs inputdata=<the files to process>")
     return out
+
+
+def _places(name: str, words: list[str]) -> frozenset[str]:
+    """The location set named by the ``@PLACE[,PLACE...]`` columns of file ``name``."""
+    places: set[str] = set()
+    for word in words:
+        for place in word[1:].split(","):
+            if not _PLACE.match(place):
+                raise InvalidAttribute(
+                    f"inputdata {name}: a location must be @PLACE[,PLACE...] of letters, digits, _ . : -, "
+                    f"got {word[:80]!r}"
+                )
+            places.add(place)
+    if len(places) > MAX_PLACES:
+        raise InvalidAttribute(f"inputdata {name}: more than {MAX_PLACES} locations")
+    return frozenset(places)
 
 
 def count(entry: InputEntry, column: int, what: str) -> int | None:

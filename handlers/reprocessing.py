@@ -25,6 +25,11 @@ of the same name, default ``files``) picks the splitter from :mod:`jim.split`:
     over the time limit becomes a local job **failed on creation** with the
     reason, never submitted.
 
+Files may name their location (``@PLACE`` columns of ``inputdata``): the
+``files``, ``lumis`` and ``eventaware`` modes group files by location set and
+never mix two sets in one local job (WMCore's job groups); a slice records its
+``location`` (space-separated names).
+
 ``lumimask`` (CMS JSON ``{"run": [[first, last], ...]}``) and ``runwhitelist``
 select lumi sections in the two lumi modes.  Options ``split_on_run`` (default
 true) and ``halt_on_file_boundaries`` (default false) shape them.
@@ -130,8 +135,11 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
             per_job, binding = math.ceil(len(names) / cap), "max-local-jobs"
         events = {e.name: inputdata.count(e, 0, "events") for e in entries}
         slices = []
-        for s in split_files(names, per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap):
-            attrs = {"files": s.count, "inputFiles": " ".join(s.files)}
+        where = {e.name: e.location for e in entries if e.location}
+        for s in split_files(names, per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap, locations=where):
+            attrs: dict[str, object] = {"files": s.count, "inputFiles": " ".join(s.files)}
+            if s.location:
+                attrs["location"] = " ".join(sorted(s.location))
             if all(events[f] is not None for f in s.files):
                 attrs["events"] = sum(events[f] for f in s.files)  # type: ignore[misc]
             slices.append(LocalSlice(attrs=attrs, env=inputdata.slice_env(s.files)))
@@ -153,6 +161,7 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                     f"splitting=events needs every file's event count: (NAME EVENTS), missing for {e.name}"
                 )
             files.append(EventFile(e.name, n))
+        where = {e.name: " ".join(sorted(e.location)) for e in entries if e.location}
         budget = self.event_budget(desc, safety=float(self.opts["safety"]), default_per_job=self._default_events())
         pieces = split_event_files(files, budget.per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap)
         slices = []
@@ -164,6 +173,8 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                 "lastEvent": "" if p.last is None else p.last,
                 "events": p.count,
             }
+            if p.file in where:
+                attrs["location"] = where[p.file]
             est = budget.estimate(p.count)
             if est is not None:
                 attrs["estSeconds"] = f"{est:.0f}"
@@ -188,7 +199,9 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         )
 
     def _by_lumis(self, desc, entries, cap, mode) -> Plan:
-        files = [LumiFile(e.name, inputdata.lumis(e, 1), inputdata.count(e, 0, "events") or 0) for e in entries]
+        files = [
+            LumiFile(e.name, inputdata.lumis(e, 1), inputdata.count(e, 0, "events") or 0, e.location) for e in entries
+        ]
         if not any(f.lumis for f in files):
             raise InvalidAttribute(f"splitting={mode} needs the files' lumi sections: (NAME EVENTS RUN:LUMIS ...)")
         common = {
@@ -226,6 +239,8 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                 "runs": " ".join(map(str, p.runs)),
                 "estimatedEvents": f"{p.estimated_events:g}",
             }
+            if p.location:
+                attrs["location"] = " ".join(sorted(p.location))
             env = {**inputdata.slice_env(p.files), "JIM_LUMI_MASK": mask, "JIM_RUNS": " ".join(map(str, p.runs))}
             slices.append(LocalSlice(attrs=attrs, env=env, failed_on_creation=p.failed_on_creation))
         failed = sum(1 for s in slices if s.failed_on_creation)

@@ -852,14 +852,25 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     knows is refused before anything is evaluated.
     """
     check_text(text, "JDL")
-    classad_tokens(text, "the JDL job description")
+    tokens = classad_tokens(text, "the JDL job description")
     classad = classad_module()
+    quoted = _quote_dotted_names(text)
     try:
-        ad = classad.parseOne(_quote_dotted_names(text))
+        ad = classad.parseOne(quoted)
     except Exception as e:  # the bindings raise several types
         raise DescriptionError(f"JDL does not parse as a ClassAd: {e}") from None
+    if len(ad) < _definitions(tokens) and tokens[0] != ("open", "["):
+        try:  # old-style lines joined by ';' on one line: the library reads the first only
+            ad = classad.parseOne(f"[{quoted}\n]")
+        except Exception:  # (not new-style either: counted below)
+            pass
     if len(ad) == 0 and text.strip():
         raise DescriptionError("JDL does not parse as a ClassAd (no attributes found)")
+    if len(ad) != _definitions(tokens):
+        raise DescriptionError(
+            f"JDL does not parse as one ClassAd: {_definitions(tokens)} attribute definitions, {len(ad)} read "
+            "(an attribute given twice?)"
+        )
     keys = list(ad.keys())
     if len(keys) > MAX_ATTRIBUTES:
         raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
@@ -903,6 +914,20 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     if wanted:
         attrs.setdefault("requirements", []).extend(wanted)
     return JobDescription(_bounded(attrs), source_format="jdl", source_text=text)
+
+
+def _definitions(tokens: list[tuple[str, str]]) -> int:
+    """How many attributes a JDL text defines: its ``=`` at the top level (inside its outer ``[ ]``, if any)."""
+    top = 1 if tokens and tokens[0] == ("open", "[") else 0
+    depth = count = 0
+    for kind, _tok in tokens:
+        if kind == "open":
+            depth += 1
+        elif kind == "close":
+            depth -= 1
+        elif kind == "assign" and depth == top:
+            count += 1
+    return count
 
 
 def _jdl_name(key: str) -> str:

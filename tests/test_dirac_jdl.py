@@ -215,3 +215,12 @@ def test_splitter_refusal_is_a_gram_error(jim_env, tmp_path):
     out = jim_env.protocol("submit", "--jdl", str(path))
     assert out["ERROR"] == "134" and "Splitter must be Parametric" in out["MESSAGE"], out
     assert InvalidAttribute.gram_error == 134
+
+
+def test_every_attribute_of_a_one_line_jdl_is_read():
+    # old-style JDL with its definitions on one line: the ClassAd library alone reads only the first
+    d = parse_jdl('Executable = "/bin/echo"; Arguments = "a b"; Splitter = Parametric; Parameters = 2;')
+    assert (d.attrs["arguments"], d.attrs["jimtype"], d.attrs["parameters"]) == (["a", "b"], ["parametric"], ["2"])
+    for text in ('Executable = "/bin/true"\nExecutable = "/bin/false"\n', '[ Executable = "a"; executable = "b"; ]'):
+        with pytest.raises(DescriptionError, match="2 attribute definitions, 1 read"):
+            parse_jdl(text)

@@ -99,7 +99,7 @@ class ParametricHandler(Handler):
         slices = []
         for child in children:
             d = child.description
-            self._argv[child.index] = self._argv_of(d, desc)
+            self._argv[child.index] = self._argv_of(d, desc, {st: self._stream_name(d, st) for st in self._streams})
             params = {}
             if child.parameter is not None:
                 params["Parameter"] = child.parameter
@@ -216,7 +216,8 @@ class ParametricHandler(Handler):
             )
         return name
 
-    def _argv_of(self, d: dict, desc: JobDescription) -> list[str]:
+    def _argv_of(self, d: dict, desc: JobDescription, streams: dict[str, str]) -> list[str]:
+        """A local job's command; with ``streams`` (stdout/stderr -> its own file) run by :data:`STDIO_SCRIPT`."""
         exe = d.get("executable") or []
         if len(exe) != 1 or not isinstance(exe[0], str) or not exe[0]:
             raise InvalidAttribute("the job description has no executable", gram_error=81)
@@ -227,8 +228,8 @@ class ParametricHandler(Handler):
         args = d.get("arguments", [])
         if not all(isinstance(a, str) for a in args):
             raise InvalidAttribute("attribute arguments must be a list of words, not a nested list")
-        if self._streams:
-            names = [self._stream_name(d, st) if st in self._streams else "" for st in STREAMS]
+        if streams:
+            names = [streams.get(st, "") for st in STREAMS]
             return ["/bin/sh", "-c", STDIO_SCRIPT, "jim-stdio", *names, path, *args]
         return [path, *args]
 
@@ -238,7 +239,10 @@ class ParametricHandler(Handler):
     def getCommandAndArguments(self, desc, plan, local) -> list[str]:
         index = int(local.attrs["parameterNumber"])
         if index not in self._argv:  # a fresh handler: expand again (deterministic)
-            self._streams = tuple(st for st in STREAMS if st in local.attrs)
+            # (the recorded description has no per-job stream any more: each slice names its own files)
+            slices = {int(s.attrs["parameterNumber"]): s for s in plan.slices}
             for child in self._children(desc):
-                self._argv[child.index] = self._argv_of(child.description, desc)
+                own = slices[child.index].attrs if child.index in slices else local.attrs
+                streams = {st: str(own[st]) for st in STREAMS if st in own}
+                self._argv[child.index] = self._argv_of(child.description, desc, streams)
         return list(self._argv[index])

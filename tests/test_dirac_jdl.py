@@ -9,7 +9,10 @@ import tarfile
 
 import pytest
 
+from jim.config import SiteLimits
 from jim.errors import DescriptionError, InvalidAttribute
+from jim.handlers.base import Plan
+from jim.handlers.parametric import ParametricHandler
 from jim.jobdesc import parse_jdl
 
 # DIRAC RFC #15 (the Splitter executor), its originating manifest exactly as written there.
@@ -224,3 +227,15 @@ def test_every_attribute_of_a_one_line_jdl_is_read():
     for text in ('Executable = "/bin/true"\nExecutable = "/bin/false"\n', '[ Executable = "a"; executable = "b"; ]'):
         with pytest.raises(DescriptionError, match="2 attribute definitions, 1 read"):
             parse_jdl(text)
+
+
+def test_a_fresh_handler_gives_the_same_commands_from_the_recorded_description():
+    desc = parse_jdl(RFC15)
+    first = ParametricHandler(SiteLimits(max_local_jobs=100), grid_job_id="20260101-000000-abcdef")
+    plan = first.getNumSubmissionTimes(desc)
+    argvs = [first.getCommandAndArguments(desc, plan, s) for s in plan.slices]
+    assert "stdout" not in desc.attrs and "StdOut_02" in desc.attrs["outputs"]
+    recorded = type(desc)(json.loads(json.dumps(desc.to_json())), source_format="jdl")
+    again = Plan.from_json(json.loads(json.dumps(plan.to_json())))
+    fresh = ParametricHandler(SiteLimits(max_local_jobs=100), grid_job_id="20260101-000000-abcdef")
+    assert [fresh.getCommandAndArguments(recorded, again, s) for s in again.slices] == argvs

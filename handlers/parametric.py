@@ -21,7 +21,13 @@ What varies per local job: ``executable``, ``arguments`` (its argv),
 ``environment`` (its environment), ``jobname`` (recorded on its slice),
 ``outputs`` and ``inputfiles`` (the grid job records the union of the
 expanded values: each local job's own files carry its value in their names,
-and the wrapper adds the local job's index).  Every other attribute must
+and the wrapper adds the local job's index), ``stdout`` and ``stderr`` (when
+they differ between local jobs, as DIRAC's ``StdOutput = "StdOut_$SplitID"``,
+each names the local job's own file, a plain name in its work directory: its
+command runs with that stream redirected there, the file is gathered as an
+output, and the grid job has no merged stream; the same for every local job,
+they are the grid job's merged stream as GRAM's).  DIRAC's own ``%s``,
+``%(name)s`` and ``%n`` are expanded too in a JDL description.  Every other attribute must
 expand to the same value for all local jobs (it belongs to the grid job);
 the recorded description holds that expanded value.
 

@@ -43,7 +43,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any, overload
 
-from jim.errors import DescriptionError, InvalidAttribute, InvalidCount, RslSyntaxError, UnknownAttribute
+from jim.errors import DescriptionError, GramError, InvalidAttribute, InvalidCount, RslSyntaxError, UnknownAttribute
 from jim.safeio import NotRegular, open_regular, read_at_most
 
 Value = str | list
@@ -166,6 +166,31 @@ def shown(text: str, limit: int = 80) -> str:
     """``text`` quoted for a one-line message: escaped like repr, cut after ``limit`` characters."""
     shown_text = _ESCAPED_BYTE.sub(r"\\x\1", repr(text[:limit]))  # (a byte that was not UTF-8: \xff, not \udcff)
     return shown_text + f"... ({len(text)} characters)" if len(text) > limit else shown_text
+
+
+def _rsl_form(values: list[Value], limit: int = 200) -> str:
+    """An attribute's values written as RSL sequences for a message, at most about ``limit`` characters."""
+    out: list[str] = []
+    size = 0
+
+    def walk(vals: list[Value]) -> None:
+        nonlocal size
+        for i, v in enumerate(vals):
+            if size > limit:
+                return
+            if i:
+                out.append(" ")
+            if isinstance(v, str):
+                out.append(v[:limit])
+                size += min(len(v), limit) + 1
+            else:
+                out.append("(")
+                walk(v)
+                out.append(")")
+                size += 2
+
+    walk(values)
+    return "".join(out)[:limit]
 
 
 _ESCAPED_BYTE = re.compile(r"(?<!\\)\\udc([89a-f][0-9a-f])")
@@ -429,6 +454,23 @@ class JobDescription:
             raise InvalidAttribute(f"{name} must be positive, got {shown(raw)}")
         return value
 
+    def _check_gram_values(self) -> None:
+        """The shapes GRAM gives its own attributes, each refused with GRAM's own number: ``arguments``
+        a list of words (50), ``directory`` (52), ``executable`` (55) and ``stdin`` (64) one word each."""
+        for name, code in (
+            ("directory", GramError.RSL_DIRECTORY),
+            ("executable", GramError.RSL_EXECUTABLE),
+            ("stdin", GramError.RSL_STDIN),
+        ):
+            vals = self.attrs.get(name)
+            if vals is not None and (len(vals) != 1 or not isinstance(vals[0], str)):
+                raise InvalidAttribute(f"{name} must be a single string, got {shown(_rsl_form(vals))}", gram_error=code)
+        if any(not isinstance(v, str) for v in self.attrs.get("arguments", [])):
+            raise InvalidAttribute(
+                f"arguments must be a list of strings, got {shown(_rsl_form(self.attrs['arguments']))}",
+                gram_error=GramError.RSL_ARGUMENTS,
+            )
+
     def environment(self) -> list[tuple[str, str]]:
         """``environment`` as (name, value) pairs."""
         pairs = []
@@ -436,7 +478,10 @@ class JobDescription:
             if isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item):
                 pairs.append((item[0], item[1]))
             else:
-                raise InvalidAttribute(f"environment entries must be (NAME value) pairs, got {shown(repr(item))}")
+                raise InvalidAttribute(
+                    f"environment entries must be (NAME value) pairs, got {shown(_rsl_form([item]))}",
+                    gram_error=GramError.RSL_ENVIRONMENT,
+                )
         return pairs
 
     @property
@@ -499,9 +544,10 @@ class JobDescription:
             raise InvalidAttribute(
                 f"jobtype must be one of {', '.join(GRAM_JOBTYPES)}, got {shown(jobtype)}", gram_error=19
             )
+        self._check_gram_values()
         exe = self.get("executable")
         if exe is not None and (not exe or "\0" in exe):
-            raise InvalidAttribute("executable must be a non-empty path")
+            raise InvalidAttribute("executable must be a non-empty path", gram_error=GramError.RSL_EXECUTABLE)
         self.environment()
         for name, _value in self.environment():
             if not name or "=" in name or "\0" in name:

@@ -152,7 +152,7 @@ def test_gram_internal_attributes_are_known():
         ({"count": ["0"]}, InvalidCount, 14),
         ({"count": ["two"]}, InvalidCount, 14),
         ({"jobtype": ["weird"]}, InvalidAttribute, 19),
-        ({"environment": [["A"]]}, InvalidAttribute, 134),
+        ({"environment": [["A"]]}, InvalidAttribute, 54),  # RSL_ENVIRONMENT
         ({"environment": [["A=B", "x"]]}, InvalidAttribute, 40),
     ],
 )

@@ -1,0 +1,60 @@
+"""GRAM's own error numbers at submit, as the stock job manager's failure tests expect them: a
+malformed ``arguments``, ``directory``, ``environment``, ``executable`` or ``stdin`` value, and a
+``directory``, ``executable`` or ``stdin`` that the gatekeeper host cannot find."""
+
+from __future__ import annotations
+
+import pytest
+
+from jim.errors import DescriptionError, GramError
+from jim.jobdesc import parse_rsl
+
+#: The stock failure tests' descriptions (gram/jobmanager/source/test/jobmanager/failure_test), each
+#: with the number the stock job manager answers.
+MALFORMED = [
+    ("&(executable=/bin/sh)(arguments=(incorrect format (for arguments)))", GramError.RSL_ARGUMENTS),
+    ('&(executable=/bin/sh)(directory=("can\'t parse this"))', GramError.RSL_DIRECTORY),
+    ("&(executable=/bin/sh)(environment=(balanced pair) (unbalanced pair here))", GramError.RSL_ENVIRONMENT),
+    ("&(executable=/bin/sh)(environment=just_a_scalar)", GramError.RSL_ENVIRONMENT),
+    ("&(executable=(/bin/sh))", GramError.RSL_EXECUTABLE),
+    ("&(executable=/bin/sh)(stdin = a sequence)", GramError.RSL_STDIN),
+    ("&(executable=/bin/sh)(directory=a b)", GramError.RSL_DIRECTORY),
+    ('&(executable="")', GramError.RSL_EXECUTABLE),
+]
+
+MISSING = [
+    ("&(executable=/bin/sh)(directory=/etc/no/such/directory)", GramError.BAD_DIRECTORY),
+    ("&(executable=/no/such/executable)", GramError.EXECUTABLE_NOT_FOUND),
+    ("&(executable=/etc/passwd)", GramError.EXECUTABLE_PERMISSIONS),
+    ("&(executable=/bin/sh)(stdin=/etc/no/such/file)", GramError.STDIN_NOT_FOUND),
+]
+
+
+def test_the_numbers_are_grams():
+    """globus_gram_protocol_constants.h's values."""
+    assert (GramError.BAD_DIRECTORY, GramError.EXECUTABLE_NOT_FOUND, GramError.STDIN_NOT_FOUND) == (4, 5, 11)
+    assert (GramError.RSL_ARGUMENTS, GramError.RSL_DIRECTORY, GramError.RSL_ENVIRONMENT) == (50, 52, 54)
+    assert (GramError.RSL_EXECUTABLE, GramError.RSL_STDIN, GramError.EXECUTABLE_PERMISSIONS) == (55, 64, 72)
+
+
+@pytest.mark.parametrize("rsl,code", MALFORMED)
+def test_malformed_gram_values_in_process(rsl, code):
+    with pytest.raises(DescriptionError) as e:
+        parse_rsl(rsl).check_common()
+    assert e.value.gram_error == code, e.value.message
+    assert "\n" not in e.value.message
+
+
+def _refused(jim_env, rsl: str, code: int, **kw) -> dict:
+    jobs = jim_env.job_ids()
+    out = jim_env.protocol("submit", "--rsl", rsl, **kw)
+    assert out.get("ERROR") == str(code), (rsl, out)
+    assert set(out) == {"ERROR", "MESSAGE", "_rc", "_stderr"}, out
+    assert out["MESSAGE"] and out["_rc"] == "1" and "Traceback" not in out["_stderr"]
+    assert jim_env.job_ids() == jobs  # nothing recorded
+    return out
+
+
+@pytest.mark.parametrize("rsl,code", MALFORMED)
+def test_malformed_gram_values_through_submit(jim_env, rsl, code):
+    _refused(jim_env, rsl, code)

@@ -59,12 +59,13 @@ from __future__ import annotations
 import abc
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from jim.config import SiteLimits
-from jim.errors import ConfigError, InvalidAttribute, InvalidCount, PlanError
-from jim.jobdesc import JobDescription
+from jim.errors import ConfigError, GramError, InvalidAttribute, InvalidCount, PlanError
+from jim.jobdesc import JobDescription, shown
 from jim.sandbox.builder import input_arcname, open_input
 
 if TYPE_CHECKING:
@@ -242,8 +243,7 @@ class Handler(abc.ABC):
         if not exe:
             raise InvalidAttribute("the job description has no executable", gram_error=81)
         if not os.path.isabs(exe) and "/" in exe:
-            directory = desc.get("directory") or os.path.expanduser("~")
-            exe = os.path.normpath(os.path.join(directory, exe))
+            exe = input_path(desc, exe)  # (against ``directory``, itself relative to the submitter's home)
         return [exe, *desc.arguments]
 
     def add_input_files(self, desc: JobDescription, area) -> None:
@@ -424,6 +424,52 @@ def check_input_files(desc: JobDescription, max_bytes: int) -> None:
         if total > max_bytes:
             raise InvalidAttribute(
                 f"input file {value!r}: the input files come to more than the site's limit of {max_bytes} bytes"
+            )
+
+
+def check_gram_paths(desc: JobDescription, commands: list[list[str]]) -> None:
+    """At submit, as GRAM's stock job manager does, for the paths this host can see: the grid job's
+    ``directory`` an existing directory (4 BAD_DIRECTORY); each local job's executable, when it is a
+    path (absolute, or relative to ``directory``), an existing (5 EXECUTABLE_NOT_FOUND) regular file
+    the caller may execute (72 EXECUTABLE_PERMISSIONS); ``stdin``, unless a URL, an existing file the
+    caller may read (11 STDIN_NOT_FOUND). A bare command name is looked up where the job runs."""
+    directory = input_path(desc, "")
+    try:
+        st = os.stat(directory)
+        usable = stat.S_ISDIR(st.st_mode) and os.access(directory, os.X_OK)
+    except (OSError, ValueError):
+        usable = False
+    if not usable:
+        raise InvalidAttribute(
+            f"the directory {shown(directory)} does not exist or cannot be entered", gram_error=GramError.BAD_DIRECTORY
+        )
+    seen: set[str] = set()
+    for argv in commands:
+        exe = argv[0] if argv else ""
+        if exe in seen or not os.path.isabs(exe):
+            continue
+        seen.add(exe)
+        try:
+            st = os.stat(exe)
+        except (OSError, ValueError):
+            raise InvalidAttribute(
+                f"the executable {shown(exe)} does not exist", gram_error=GramError.EXECUTABLE_NOT_FOUND
+            ) from None
+        if not stat.S_ISREG(st.st_mode) or not os.access(exe, os.X_OK):
+            raise InvalidAttribute(
+                f"the executable {shown(exe)} is not an executable file", gram_error=GramError.EXECUTABLE_PERMISSIONS
+            )
+    stdin = desc.get("stdin")
+    if stdin and "://" not in stdin:
+        path = input_path(desc, stdin)
+        try:
+            os.stat(path)
+            readable = os.access(path, os.R_OK)
+        except (OSError, ValueError):
+            readable = False
+        if not readable:
+            raise InvalidAttribute(
+                f"stdin {shown(stdin)} does not exist or cannot be read", gram_error=GramError.STDIN_NOT_FOUND
             )
 
 

@@ -30,7 +30,7 @@ from jim.config import Config
 from jim.db import atomic_write
 from jim.errors import InvalidAttribute, JimError, PlanError
 from jim.handlers import get_handler_class
-from jim.handlers.base import Handler, Plan, check_input_files, check_output_patterns
+from jim.handlers.base import Handler, Plan, check_gram_paths, check_input_files, check_output_patterns
 from jim.jobdesc import JobDescription
 from jim.paths import Home
 
@@ -77,6 +77,8 @@ def make_plan(
     for argv in commands:
         if not argv or not all(isinstance(a, str) for a in argv) or any("\0" in a for a in argv):
             raise InvalidAttribute("a local job's command must be a non-empty list of strings")
+    if not dry_run:
+        check_gram_paths(desc, commands)  # (GRAM's own numbers for a directory, executable or stdin not found)
     return handler, plan, commands
 
 

@@ -58,3 +58,29 @@ def _refused(jim_env, rsl: str, code: int, **kw) -> dict:
 @pytest.mark.parametrize("rsl,code", MALFORMED)
 def test_malformed_gram_values_through_submit(jim_env, rsl, code):
     _refused(jim_env, rsl, code)
+
+
+@pytest.mark.parametrize("rsl,code", MISSING)
+def test_paths_not_found_through_submit(jim_env, rsl, code):
+    _refused(jim_env, rsl, code)
+
+
+def test_relative_paths_are_checked_against_directory_and_home(jim_env, tmp_path):
+    home = tmp_path / "userhome"
+    work = home / "work"
+    work.mkdir(parents=True)
+    (work / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (work / "run.sh").chmod(0o755)
+    (work / "plain.txt").write_text("x\n")
+    (work / "in.txt").write_text("from stdin\n")
+    env = {"HOME": str(home)}
+    _refused(jim_env, "&(executable=/bin/true)(directory=nowhere)", GramError.BAD_DIRECTORY, env=env)
+    _refused(jim_env, "&(executable=/bin/true)(directory=work/plain.txt)", GramError.BAD_DIRECTORY, env=env)
+    _refused(jim_env, "&(executable=./run.sh)", GramError.EXECUTABLE_NOT_FOUND, env=env)  # (home, not work)
+    _refused(jim_env, "&(executable=./plain.txt)(directory=work)", GramError.EXECUTABLE_PERMISSIONS, env=env)
+    _refused(jim_env, f"&(executable={work})", GramError.EXECUTABLE_PERMISSIONS, env=env)
+    _refused(jim_env, "&(executable=/bin/cat)(stdin=in.txt)", GramError.STDIN_NOT_FOUND, env=env)  # (home)
+    out = tmp_path / "out.txt"
+    job = jim_env.submit(f"&(executable=./run.sh)(directory=work)(stdin=in.txt)(stdout={out})", env=env)
+    assert jim_env.wait(job)["JOB_STATE"] == "DONE"
+    assert out.read_text() == "ran\n"

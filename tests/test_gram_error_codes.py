@@ -4,6 +4,8 @@ malformed ``arguments``, ``directory``, ``environment``, ``executable`` or ``std
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from jim.errors import DescriptionError, GramError
@@ -84,3 +86,21 @@ def test_relative_paths_are_checked_against_directory_and_home(jim_env, tmp_path
     job = jim_env.submit(f"&(executable=./run.sh)(directory=work)(stdin=in.txt)(stdout={out})", env=env)
     assert jim_env.wait(job)["JOB_STATE"] == "DONE"
     assert out.read_text() == "ran\n"
+
+
+def test_json_descriptions_answer_the_same_numbers(jim_env, tmp_path):
+    cases = [
+        ({"executable": [["/bin/sh"]]}, GramError.RSL_EXECUTABLE),
+        ({"executable": "/bin/sh", "arguments": ["a", ["b"]]}, GramError.RSL_ARGUMENTS),
+        ({"executable": "/bin/sh", "environment": ["A"]}, GramError.RSL_ENVIRONMENT),
+        ({"executable": "/bin/sh", "stdin": ["a", "b"]}, GramError.RSL_STDIN),
+        ({"executable": "/no/such/executable"}, GramError.EXECUTABLE_NOT_FOUND),
+    ]
+    for i, (data, code) in enumerate(cases):
+        f = tmp_path / f"d{i}.json"
+        f.write_text(json.dumps(data))
+        jobs = jim_env.job_ids()
+        out = jim_env.protocol("submit", "--description", str(f))
+        assert out.get("ERROR") == str(code), (data, out)
+        assert "\n" not in out["MESSAGE"] and "Traceback" not in out["_stderr"]
+        assert jim_env.job_ids() == jobs

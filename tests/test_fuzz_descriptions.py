@@ -48,7 +48,7 @@ from support.jimcli import FAST_CONFIG, Jim, kill_all
 HERE = Path(__file__).parent
 SITE = (HERE / "data" / "requirements" / "site.toml").read_text()
 #: GRAM errors a description may end in (see README.md "Command line").
-DESCRIPTION_ERRORS = {1, 13, 14, 19, 40, 48, 81, 101, 102, 134, 135, 148}
+DESCRIPTION_ERRORS = {1, 4, 5, 11, 13, 14, 19, 40, 48, 50, 52, 54, 55, 64, 72, 81, 101, 102, 134, 135, 148}
 
 # ------------------------------------------------------------------- strategies
 

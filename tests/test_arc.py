@@ -176,6 +176,9 @@ def test_montecarlo_job_on_slurm_becomes_local_jobs_and_returns_merged_outputs(s
 def test_info_provider_shows_queuing_then_running(slurm_jobs):
     ce, watch, job = slurm_jobs
     ce.wait(job, "Finished", timeout=300)
+    deadline = time.monotonic() + 30  # (the watch asks arcstat on its own, every second: let it see it too)
+    while "Finished" not in watch.states(job) and time.monotonic() < deadline:
+        time.sleep(0.5)
     seen = watch.states(job)
     assert "Queuing" in seen and "Running" in seen, seen
     assert seen.index("Queuing") < seen.index("Running") < seen.index("Finished"), seen

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from jim.config import SiteLimits
 from jim.errors import ConfigError, GramError, InvalidAttribute, InvalidCount, PlanError
 from jim.jobdesc import JobDescription, shown
+from jim.safeio import NotRegular, kind, open_regular
 from jim.sandbox.builder import input_arcname, open_input
 
 if TYPE_CHECKING:
@@ -124,6 +125,8 @@ class Plan:
     attrs: dict[str, Any] = field(default_factory=dict)
     """Further facts recorded with the plan (unit, total, perJob, estimates ...)."""
     queue: str | None = None
+    stdin: str | None = None
+    """The absolute path of the file every local job reads on its standard input (:func:`stdin_path`)."""
 
     @property
     def n(self) -> int:
@@ -143,6 +146,7 @@ class Plan:
             "explanation": self.explanation,
             "attrs": self.attrs,
             "queue": self.queue,
+            "stdin": self.stdin,
             "slices": [s.to_json() for s in self.slices],
         }
 
@@ -154,6 +158,7 @@ class Plan:
             data["explanation"],
             attrs=data["attrs"],
             queue=data.get("queue"),
+            stdin=data.get("stdin"),
         )
 
 
@@ -431,8 +436,9 @@ def check_gram_paths(desc: JobDescription, commands: list[list[str]]) -> None:
     """At submit, as GRAM's stock job manager does, for the paths this host can see: the grid job's
     ``directory`` an existing directory (4 BAD_DIRECTORY); each local job's executable, when it is a
     path (absolute, or relative to ``directory``), an existing (5 EXECUTABLE_NOT_FOUND) regular file
-    the caller may execute (72 EXECUTABLE_PERMISSIONS); ``stdin``, unless a URL, an existing file the
-    caller may read (11 STDIN_NOT_FOUND). A bare command name is looked up where the job runs."""
+    the caller may execute (72 EXECUTABLE_PERMISSIONS); ``stdin``, unless a URL or ``/dev/null``, an
+    existing regular file the caller may read, not a symbolic link, FIFO or device (11 STDIN_NOT_FOUND).
+    A bare command name is looked up where the job runs."""
     directory = input_path(desc, "")
     try:
         st = os.stat(directory)
@@ -459,18 +465,39 @@ def check_gram_paths(desc: JobDescription, commands: list[list[str]]) -> None:
             raise InvalidAttribute(
                 f"the executable {shown(exe)} is not an executable file", gram_error=GramError.EXECUTABLE_PERMISSIONS
             )
+    path = stdin_path(desc)
+    if path is not None:
+        _check_stdin(path, desc.get("stdin") or "")
+
+
+def stdin_path(desc: JobDescription) -> str | None:
+    """The file every local job reads on its standard input: ``stdin`` made absolute as
+    :func:`input_path` does; None without one, for ``/dev/null`` (GRAM's default) and for a URL
+    (GRAM's job manager stages those to a local file first: one that still arrives is not read)."""
     stdin = desc.get("stdin")
-    if stdin and "://" not in stdin:
-        path = input_path(desc, stdin)
-        try:
-            os.stat(path)
-            readable = os.access(path, os.R_OK)
-        except (OSError, ValueError):
-            readable = False
-        if not readable:
-            raise InvalidAttribute(
-                f"stdin {shown(stdin)} does not exist or cannot be read", gram_error=GramError.STDIN_NOT_FOUND
-            )
+    if not stdin or "://" in stdin:
+        return None
+    path = input_path(desc, stdin)
+    return None if path == os.devnull else path
+
+
+def _check_stdin(path: str, stdin: str) -> None:
+    """``path`` a regular file the caller can open for reading, not through a symbolic link (a FIFO
+    or a device is never opened); else 11 STDIN_NOT_FOUND with the reason."""
+    fail, code = f"stdin {shown(stdin)}", GramError.STDIN_NOT_FOUND
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        raise InvalidAttribute(f"{fail} does not exist", gram_error=code) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidAttribute(f"{fail} is {kind(st.st_mode)}, not a regular file", gram_error=code)
+    try:
+        fd, _st = open_regular(path, follow=False)
+    except NotRegular as e:
+        raise InvalidAttribute(f"{fail} is {e.kind}, not a regular file", gram_error=code) from None
+    except OSError as e:
+        raise InvalidAttribute(f"{fail} cannot be read: {e.strerror}", gram_error=code) from None
+    os.close(fd)
 
 
 def check_output_patterns(desc: JobDescription) -> None:

@@ -30,7 +30,14 @@ from jim.config import Config
 from jim.db import atomic_write
 from jim.errors import InvalidAttribute, JimError, PlanError
 from jim.handlers import get_handler_class
-from jim.handlers.base import Handler, Plan, check_gram_paths, check_input_files, check_output_patterns
+from jim.handlers.base import (
+    Handler,
+    Plan,
+    check_gram_paths,
+    check_input_files,
+    check_output_patterns,
+    stdin_path,
+)
 from jim.jobdesc import JobDescription
 from jim.paths import Home
 
@@ -79,6 +86,7 @@ def make_plan(
             raise InvalidAttribute("a local job's command must be a non-empty list of strings")
     if not dry_run:
         check_gram_paths(desc, commands)  # (GRAM's own numbers for a directory, executable or stdin not found)
+    plan.stdin = stdin_path(desc)  # (every local job's standard input, as the wrapper opens it)
     return handler, plan, commands
 
 

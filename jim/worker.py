@@ -154,6 +154,7 @@ def build_sandbox(
         "jobtype": job.jobtype,
         "environment": [list(p) for p in planning.environment(job_dir) or desc.environment()],
         "outputs": desc.values("outputs"),
+        "stdin": plan.stdin,
         "heartbeat": 30,
         "reserved_exit_codes": list(adapter.reserved_exit_codes),
         "jobs": [

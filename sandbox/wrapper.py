@@ -17,7 +17,8 @@ What it does, in order:
    and writes OUT/started;
 3. unpacks the sandbox into a private scratch directory (members that would
    escape it are refused) and runs the local job's argv from the manifest
-   there, with stdout and stderr in OUT/stdout and OUT/stderr, and in its
+   there, with stdout and stderr in OUT/stdout and OUT/stderr, stdin the manifest's
+   ``stdin`` file (the same for every local job; /dev/null without one), and in its
    environment JIM_INDEX, JIM_TAG, JIM_ATTEMPT, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's
    variables (e.g. JIM_FIRST_EVENT) and JIM_PROGRESS_FILE;
 4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs;
@@ -29,6 +30,12 @@ What it does, in order:
    (manifest ``reserved_exit_codes``, e.g. 99 and 100 on Grid Engine), which
    are replaced by 1; the true code is in OUT/exit_code.
 
+The stdin file is opened as the job's user, read-only, not through a symbolic link, and only when
+it is a regular file (a FIFO or a device is never read; O_NONBLOCK keeps the open from waiting).
+One that cannot be opened fails the local job before its command runs: a line in OUT/stderr, exit
+code 1 and the reason in OUT/exit_code (``error=``: the job's own failure, not tried again), or
+``wrapper_error=`` when the node's file system failed (EIO, ESTALE ...: worth another attempt).
+
 Progress: the job appends lines ``<phase> <done> <total>`` to the file named by
 $JIM_PROGRESS_FILE, by hand or with the ``jim-progress`` command the sandbox
 puts on its PATH.
@@ -38,6 +45,8 @@ passed on to the job, which runs in the wrapper's own process group; the
 wrapper then still writes the exit-code file.
 """
 
+import errno
+import fcntl
 import fnmatch
 import getpass
 import json
@@ -47,6 +56,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -171,6 +181,67 @@ def batch_id():
     return ""
 
 
+#: errno values of a failed open of the stdin file that are the node's (its file system's) fault,
+#: worth another attempt; any other (gone, not readable, a link) is the job's own failure.
+NODE_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("EIO", "ESTALE", "ENOMEM", "ENFILE", "EMFILE", "ETIMEDOUT", "EINTR")
+    if hasattr(errno, name)
+)
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class StdinRefused(Exception):
+    """The stdin file cannot be the job's standard input (the message says why)."""
+
+    def __init__(self, message, node_fault=False):
+        Exception.__init__(self, message)
+        self.node_fault = node_fault
+
+
+def _not_regular(mode):
+    for test, what in _KINDS:
+        if test(mode):
+            return "is %s, not a regular file" % what
+    return "is not a regular file"
+
+
+def open_stdin(path):
+    """The job's standard input, a file descriptor: ``path`` (the manifest's ``stdin``) opened
+    read-only as a regular file, not through a symbolic link, a FIFO or a device never opened for
+    reading (O_NONBLOCK, then cleared); /dev/null without a path.  :class:`StdinRefused` otherwise."""
+    if not path:
+        return os.open(os.devnull, os.O_RDONLY)
+    name = to_bytes(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        st = os.lstat(name)
+        if not stat.S_ISREG(st.st_mode):
+            raise StdinRefused(_not_regular(st.st_mode))
+        fd = os.open(name, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # (replaced by a link since it was looked at)
+            raise StdinRefused(_not_regular(stat.S_IFLNK))
+        raise StdinRefused(e.strerror or str(e), node_fault=e.errno in NODE_ERRNOS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise StdinRefused(_not_regular(mode))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def output_name(name, index, bid, attempt=1):
     base = os.path.basename(name)
     stem, dot, suffix = base.partition(".")
@@ -293,6 +364,19 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log):
     for name, value in ours.items():
         env[to_bytes(name)] = os.fsencode(value)  # (paths and ids of this node: its file-system encoding)
     env[b"PATH"] = os.fsencode(bindir + os.pathsep) + env.get(b"PATH", b"/usr/bin:/bin")
+    stdin_file = manifest.get("stdin")
+    try:
+        stdin = open_stdin(stdin_file)
+    except StdinRefused as e:
+        why = "cannot open stdin %s: %s" % (ascii(stdin_file), e)
+        log(why)
+        if e.node_fault:  # (the node's file system: WRAPPER_FAILED, worth another attempt)
+            raise RuntimeError(why)
+        with open(os.path.join(outdir, "stderr"), "ab") as f:
+            f.write(("jim wrapper: %s\n" % why).encode("utf-8", "backslashreplace"))
+        return 1, {"error": why}  # (the job's own failure: its command never ran, no other attempt)
+    if stdin_file:
+        log("stdin %s" % ascii(stdin_file))
     log("running %r in %s" % (argv, scratch))
     hb = Heartbeat(os.path.join(outdir, "heartbeat"), manifest.get("heartbeat", 30))
     hb.beat()
@@ -305,7 +389,7 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log):
                 [to_bytes(a) for a in argv],
                 cwd=scratch,
                 env=env,
-                stdin=open(os.devnull),
+                stdin=stdin,
                 stdout=out,
                 stderr=err,
                 close_fds=True,
@@ -314,6 +398,8 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log):
             err.write(("jim wrapper: cannot run %s: %s\n" % (argv[0], e)).encode())
             hb.stop.set()
             return 127, {"error": "cannot run %s: %s" % (argv[0], e)}
+        finally:
+            os.close(stdin)
 
         def forward(signum, frame):
             received.append(signum)

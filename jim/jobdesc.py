@@ -836,6 +836,7 @@ def parse_rsl(text: str, env: dict[str, str] | None = None) -> JobDescription:
 
 #: DIRAC JDL names and the jim attribute each becomes (docs/jdl.md has the whole table).
 JDL_RENAMED = {
+    "stdinput": "stdin",
     "stdoutput": "stdout",
     "stderror": "stderr",
     "inputsandbox": "inputfiles",
@@ -881,7 +882,7 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     ``"A=1 B=2"`` string; ``Requirements`` (an expression) is kept as its
     ClassAd text.
 
-    DIRAC's vocabulary is mapped to jim's (docs/jdl.md): ``StdOutput``,
+    DIRAC's vocabulary is mapped to jim's (docs/jdl.md): ``StdInput``, ``StdOutput``,
     ``StdError``, ``InputSandbox``, ``OutputSandbox`` (:data:`JDL_RENAMED`),
     ``Splitter = Parametric`` (the parametric job type), the dotted names of
     parameter sequences (``Parameters.A = {...}``, which the ClassAd grammar

@@ -239,3 +239,29 @@ def test_a_fresh_handler_gives_the_same_commands_from_the_recorded_description()
     again = Plan.from_json(json.loads(json.dumps(plan.to_json())))
     fresh = ParametricHandler(SiteLimits(max_local_jobs=100), grid_job_id="20260101-000000-abcdef")
     assert [fresh.getCommandAndArguments(recorded, again, s) for s in again.slices] == argvs
+
+
+def test_stdinput_is_every_local_jobs_stdin_on_fork(jim_env, tmp_path):
+    """DIRAC's ``StdInput`` is jim's ``stdin``: the file's bytes reach every local job, as from RSL."""
+    data = b"first line\n\xff\xfe not UTF-8\x00\nlast line, no newline"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "in.txt").write_bytes(data)
+    assert parse_jdl('[ Executable = "/bin/cat"; StdInput = "in.txt"; ]').attrs["stdin"] == ["in.txt"]
+    path = tmp_path / "cat.jdl"
+    path.write_text(
+        f'[ Executable = "/bin/cat"; StdInput = "in.txt"; Directory = "{work}"; StdOutput = "{tmp_path / "out"}";'
+        " Parameters = 2; Splitter = Parametric; ]"
+    )
+    out = jim_env.protocol("submit", "--jdl", str(path))
+    assert out["JOB_STATE"] == "PENDING", out
+    job = out["JOB_ID"]
+    assert jim_env.wait(job)["JOB_STATE"] == "DONE", jim_env.run("status", job).stdout
+    for k in range(2):
+        assert (jim_env.home / "jobs" / job / "local" / str(k) / "stdout").read_bytes() == data, f"local job {k}"
+    assert (tmp_path / "out").read_bytes() == data + data  # the grid job's stdout: the local jobs' concatenated
+
+
+def test_stdinput_and_stdin_together_are_refused():
+    with pytest.raises(DescriptionError, match="both give stdin"):
+        parse_jdl('[ Executable = "/bin/cat"; StdInput = "a"; Stdin = "b"; ]')

@@ -255,6 +255,31 @@ class SubmitChunk:
         wall = self.limits.get("wall_seconds")
         return int(wall) if wall else None
 
+    @property
+    def cpu_seconds(self) -> int | None:
+        """Each local job's CPU-time limit (GRAM's ``maxcputime``), when the grid job has one."""
+        cpu = self.limits.get("cpu_seconds")
+        return int(cpu) if cpu else None
+
+    @property
+    def memory_mb(self) -> int | None:
+        """Each local job's memory limit in MB (GRAM's ``maxmemory``), when the grid job has one."""
+        mb = self.limits.get("memory_mb")
+        return int(mb) if mb else None
+
+    @property
+    def min_memory_mb(self) -> int | None:
+        """The memory in MB each local job needs at least (GRAM's ``minmemory``), when given."""
+        mb = self.limits.get("min_memory_mb")
+        return int(mb) if mb else None
+
+    @property
+    def project(self) -> str | None:
+        """The batch system's account the local jobs are charged to (GRAM's ``project``), when given:
+        it wins over the adapter's own default account (the stock GRAM modules pass it unconditionally)."""
+        project = self.limits.get("project")
+        return str(project) if project else None
+
 
 # ---------------------------------------------------------------------------
 # options

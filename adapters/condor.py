@@ -397,6 +397,7 @@ class CondorAdapter(Adapter):
             queue = self.queue_of(chunk, "")
             if queue:
                 desc["My.JimQueue"] = classad_string(queue)
+            desc.update(self.resource_commands(chunk))
         except ValueError as e:
             raise SubmitError(f"cannot describe local jobs of {chunk.grid_id} to HTCondor: {e}") from None
         if self.options.requirements.strip():
@@ -404,6 +405,25 @@ class CondorAdapter(Adapter):
         if chunk.wall_seconds:
             desc["allowed_job_duration"] = str(chunk.wall_seconds)
         return {**desc, **{str(k): str(v) for k, v in self.options.submit_commands.items()}}
+
+    @staticmethod
+    def resource_commands(chunk: SubmitChunk) -> dict[str, str]:
+        """The submit commands of the grid job's GRAM resource attributes: ``request_memory`` (MB) from
+        ``maxmemory``, else ``minmemory`` (the slot must hold what the job may use; the stock GRAM condor
+        module asks for ``minmemory``); a hold once the job has used its ``maxcputime`` (HTCondor has
+        no CPU-time limit of its own; a hold, as for ``allowed_job_duration``); ``project`` as the
+        ``accounting_group``.  The site's ``submit_commands`` come after and win."""
+        cmds: dict[str, str] = {}
+        memory = chunk.memory_mb or chunk.min_memory_mb
+        if memory:
+            cmds["request_memory"] = str(int(memory))
+        if chunk.cpu_seconds:
+            cpu = int(chunk.cpu_seconds)
+            cmds["periodic_hold"] = f"RemoteUserCpu + RemoteSysCpu > {cpu}"
+            cmds["periodic_hold_reason"] = classad_string(f"CPU time limit of {cpu} s (maxcputime) exceeded")
+        if chunk.project:
+            cmds["accounting_group"] = submit_text(chunk.project, what="the project")
+        return cmds
 
     def submit_description(self, chunk: SubmitChunk, offset: int) -> Any:
         """The ``htcondor2.Submit`` of :meth:`description`, checked to hold exactly those commands

@@ -502,10 +502,15 @@ class PbsAdapter(CommandAdapter):
         queue = self.queue_of(chunk, self.options.queue)
         if queue:
             argv += ["-q", queue]
-        if self.options.account:
-            argv += ["-A", self.options.account]
+        account = chunk.project or self.options.account
+        if account:
+            argv += ["-A", account]
         if chunk.wall_seconds:
             argv += ["-l", f"walltime={walltime(chunk.wall_seconds)}"]
+        if chunk.cpu_seconds:
+            argv += ["-l", f"cput={walltime(chunk.cpu_seconds)}"]
+        if chunk.memory_mb:
+            argv += ["-l", f"mem={chunk.memory_mb}mb"]
         argv += [*self.options.qsub_options, script]
         return [argv[0], *map(shlex.quote, argv[1:])] if self.flavour.shell_quotes_argv else argv
 

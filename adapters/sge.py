@@ -470,10 +470,15 @@ class SgeAdapter(CommandAdapter):
         queue = self.queue_of(chunk, self.options.queue)
         if queue:
             argv += ["-q", queue]
-        if self.options.project:
-            argv += ["-P", self.options.project]
+        project = chunk.project or self.options.project
+        if project:
+            argv += ["-P", project]
         if chunk.wall_seconds is not None:
             argv += ["-l", f"h_rt={max(1, chunk.wall_seconds)}"]
+        if chunk.cpu_seconds:
+            argv += ["-l", f"h_cpu={chunk.cpu_seconds}"]
+        if chunk.memory_mb:
+            argv += ["-l", f"h_data={chunk.memory_mb}M"]  # (as the stock GRAM sge module)
         return [*argv, *self.options.qsub_options, str(script)]
 
     def parse_submit(self, stdout: str, group: list[int]) -> str | None:

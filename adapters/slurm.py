@@ -324,12 +324,15 @@ class SlurmAdapter(CommandAdapter):
         partition = self.queue_of(chunk, self.options.partition)
         if partition:
             argv.append(f"--partition={partition}")
-        if self.options.account:
-            argv.append(f"--account={self.options.account}")
+        account = chunk.project or self.options.account
+        if account:
+            argv.append(f"--account={account}")
         if not self.options.requeue:
             argv.append("--no-requeue")
         if chunk.wall_seconds:
             argv.append(f"--time={max(1, chunk.wall_seconds // 60)}")
+        if chunk.memory_mb:
+            argv.append(f"--mem={chunk.memory_mb}")  # (MB, on the one node of the local job)
         return [*argv, *self.options.sbatch_options, str(script)]
 
     def parse_submit(self, stdout: str, group: list[int]) -> str | None:

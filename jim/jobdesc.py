@@ -62,6 +62,15 @@ MAX_DEPTH = 32
 MAX_NUMBER_DIGITS = 64
 #: Attributes of one description.
 MAX_ATTRIBUTES = 200
+#: Largest ``maxmemory`` / ``minmemory`` (MB: a petabyte) and ``maxcputime`` (minutes: ten years)
+#: a description may ask of one local job, and the largest ``hostcount``.
+MAX_MEMORY_MB = 1 << 30
+MAX_CPU_MINUTES = 10 * 366 * 24 * 60
+MAX_HOST_COUNT = 1_000_000
+#: The longest ``project`` (an account name of the batch system), and what it is made of: letters,
+#: digits and ``. _ -``, not beginning with ``-`` or ``.`` (a batch command would read an option).
+MAX_PROJECT_CHARS = 64
+_PROJECT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 #: Values of one attribute (and elements of one ClassAd list).
 MAX_VALUES = 10_000
 #: Terms (names, constants, operators, brackets) of one ClassAd text: a JDL file, a requirement.
@@ -534,11 +543,87 @@ class JobDescription:
             return minutes * 60
         return None
 
+    def _gram_amount(self, name: str, unit: str, shape: int, bad: int, maximum: int) -> int | None:
+        """GRAM attribute ``name``: a whole number of ``unit`` from 1 to ``maximum``; None when not given.
+        A value that is not one word is refused with GRAM's number ``shape`` (its RSL_* error), a word
+        that is not such a number with ``bad`` (its INVALID_* error), as GRAM's job manager does."""
+        vals = self.attrs.get(name)
+        if not vals:
+            return None
+        if len(vals) != 1 or not isinstance(vals[0], str):
+            raise InvalidAttribute(
+                f"{name} must be one number of {unit}, got {shown(_rsl_form(vals))}", gram_error=shape
+            )
+        raw = vals[0].strip()
+        if len(raw) > MAX_NUMBER_DIGITS or not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= maximum:
+            raise InvalidAttribute(
+                f"{name} must be a whole number of {unit} from 1 to {maximum}, got {shown(vals[0])}", gram_error=bad
+            )
+        return int(raw)
+
+    def project(self) -> str | None:
+        """GRAM's ``project``: the batch system's account to charge, a short name (see ``_PROJECT_NAME``);
+        None when not given.  Refused with GRAM's RSL_PROJECT (61) when not one word, INVALID_PROJECT (38)
+        when not such a name."""
+        vals = self.attrs.get("project")
+        if not vals:
+            return None
+        if len(vals) != 1 or not isinstance(vals[0], str):
+            raise InvalidAttribute(
+                f"project must be one name, got {shown(_rsl_form(vals))}", gram_error=GramError.RSL_PROJECT
+            )
+        name = vals[0]
+        if len(name) > MAX_PROJECT_CHARS or not _PROJECT_NAME.fullmatch(name):
+            raise InvalidAttribute(
+                f"project must be a name of at most {MAX_PROJECT_CHARS} letters, digits and . _ - "
+                f"(not beginning with - or .), got {shown(name)}",
+                gram_error=GramError.INVALID_PROJECT,
+            )
+        return name
+
+    def resource_limits(self) -> dict[str, Any]:
+        """What each local job may use and who pays, in jim's units, from GRAM's attributes in GRAM's
+        units: the one place they are converted (the worker hands this to the batch adapter as
+        :attr:`jim.adapters.base.SubmitChunk.limits`).  Keys, only those given: ``wall_seconds``
+        (:meth:`wall_seconds`), ``cpu_seconds`` (``maxcputime``, minutes), ``memory_mb`` (``maxmemory``,
+        MB), ``min_memory_mb`` (``minmemory``, MB), ``project``.  Each value is refused with GRAM's own
+        number (RSL_* when not one word, INVALID_* when out of range); ``hostcount`` is checked too
+        (each local job runs on one host: it is not passed on)."""
+        limits: dict[str, Any] = {}
+        wall = self.wall_seconds()
+        if wall:
+            limits["wall_seconds"] = wall
+        cpu = self._gram_amount(
+            "maxcputime", "minutes", GramError.RSL_MAX_CPU_TIME, GramError.INVALID_MAX_CPU_TIME, MAX_CPU_MINUTES
+        )
+        if cpu is not None:
+            limits["cpu_seconds"] = cpu * 60
+        memory = self._gram_amount(
+            "maxmemory", "MB", GramError.RSL_MAX_MEMORY, GramError.INVALID_MAX_MEMORY, MAX_MEMORY_MB
+        )
+        least = self._gram_amount(
+            "minmemory", "MB", GramError.RSL_MIN_MEMORY, GramError.INVALID_MIN_MEMORY, MAX_MEMORY_MB
+        )
+        if memory is not None and least is not None and least > memory:
+            raise InvalidAttribute(
+                f"minmemory ({least} MB) must not be above maxmemory ({memory} MB)",
+                gram_error=GramError.INVALID_MIN_MEMORY,
+            )
+        if memory is not None:
+            limits["memory_mb"] = memory
+        if least is not None:
+            limits["min_memory_mb"] = least
+        project = self.project()
+        if project is not None:
+            limits["project"] = project
+        self._gram_amount("hostcount", "hosts", GramError.RSL_HOST_COUNT, GramError.INVALID_HOST_COUNT, MAX_HOST_COUNT)
+        return limits
+
     def check_common(self) -> None:
-        """Checks every job type shares: count, jobtype, executable, environment, wall time."""
+        """Checks every job type shares: count, jobtype, executable, environment, the resource limits."""
         self.get_int("count", 1, minimum=1, error=InvalidCount)
         self.get("jobname")  # (one word: refused here, before anything is recorded)
-        self.wall_seconds()
+        self.resource_limits()
         jobtype = self.get("jobtype")
         if jobtype is not None and jobtype.lower() not in GRAM_JOBTYPES:
             raise InvalidAttribute(

@@ -183,8 +183,7 @@ class _Submission:
         self.home = db.home
         self.job_dir = db.home.job_dir(job_id)
         self.log = for_job("jim.worker", job_id)
-        wall = JobDescription(job.description()).wall_seconds()
-        self.limits = {"wall_seconds": wall} if wall else {}
+        self.limits = JobDescription(job.description()).resource_limits()
 
     def run(self) -> None:
         while not self.job.cancel_requested:

@@ -28,6 +28,7 @@ from jim.adapters.condor import (
 )
 from jim.config import parse
 from jim.errors import ConfigError, QueryError, SubmitError
+from jim.jobdesc import parse_rsl
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
@@ -110,6 +111,33 @@ def test_submit_description_is_golden(tmp_path):
     assert desc["environment"] == '"JIM_INDEX_ARRAY=$(Process) JIM_BATCH_ID=$(Cluster).$(Process)"'
     assert "--index-env JIM_INDEX_ARRAY --index-offset 3" in desc["arguments"]
     assert desc["allowed_job_duration"] == "7200" and desc["request_memory"] == "2GB"
+
+
+#: GRAM's resource attributes, in GRAM's units (MB, minutes), as a grid job gives them.
+GRAM_RESOURCES = "&(executable=/bin/true)(maxwalltime=120)(maxmemory=2048)(maxcputime=90)(project=d0)"
+
+
+def test_gram_resources_reach_the_submit_description(tmp_path):
+    """maxmemory (MB) becomes request_memory, maxcputime a hold once the job has used that CPU
+    time (as allowed_job_duration holds a job past its wall time), project the accounting group;
+    a site's own submit_commands win."""
+    a = CondorAdapter(Home(tmp_path).ensure(), {"python": "/usr/bin/python3"})
+    chunk = chunk_for(tmp_path / GRID, [0, 1], limits=parse_rsl(GRAM_RESOURCES).resource_limits())
+    text = str(a.submit_description(chunk, 0))
+    golden("condor-submit-resources.sub", text.replace(str(tmp_path), "/TMP"))
+    desc = a.description(chunk, 0)
+    assert desc["request_memory"] == "2048" and desc["accounting_group"] == "d0"
+    assert desc["periodic_hold"] == "RemoteUserCpu + RemoteSysCpu > 5400"
+    assert desc["allowed_job_duration"] == "7200"
+    site = CondorAdapter(
+        Home(tmp_path).ensure(),
+        {"python": "/usr/bin/python3", "submit_commands": {"request_memory": "4GB", "accounting_group": "group_cms"}},
+    )
+    desc = site.description(chunk, 0)
+    assert desc["request_memory"] == "4GB" and desc["accounting_group"] == "group_cms"
+    least = parse_rsl("&(executable=/bin/true)(minmemory=512)").resource_limits()
+    assert a.description(chunk_for(tmp_path / GRID, [0], limits=least), 0)["request_memory"] == "512"
+    assert "request_memory" not in a.description(chunk_for(tmp_path / GRID, [0]), 0)
 
 
 HOSTILE = [

@@ -28,6 +28,7 @@ from jim.adapters.pbs import (
     walltime,
 )
 from jim.errors import CancelError, ConfigError, SubmitError
+from jim.jobdesc import parse_rsl
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
@@ -105,6 +106,24 @@ def test_rendered_scripts_and_qsub_argv(tmp_path, flavour):
     assert "-q" in argv and argv[argv.index("-q") + 1] == "long"
     assert "walltime=02:00:00" in argv and argv[-3:] == ["-l", "mem=100mb", argv[-1]]
     assert argv[argv.index("-r") + 1] == "n"
+
+
+#: GRAM's resource attributes, in GRAM's units (MB, minutes), as a grid job gives them.
+GRAM_RESOURCES = "&(executable=/bin/true)(maxwalltime=120)(maxmemory=2048)(maxcputime=90)(project=d0)"
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_gram_resources_reach_qsub(tmp_path, flavour):
+    """As the stock GRAM pbs module, per local job: maxcputime becomes -l cput, maxmemory -l mem (MB),
+    project -A (over the site's default account); the site's qsub_options still come last."""
+    a = adapter(tmp_path, flavour, account="cms")
+    c = chunk([3])
+    c.limits = parse_rsl(GRAM_RESOURCES).resource_limits()
+    argv = a.qsub_argv(c, f"jim.{G}.3", "/x/pbs-3.sh", "/x/pbs-3.out")
+    golden(f"pbs-{flavour}-qsub-resources.json", json.dumps(argv, indent=1) + "\n")
+    assert "cput=01:30:00" in argv and "mem=2048mb" in argv and "walltime=02:00:00" in argv
+    assert argv[argv.index("-A") + 1] == "d0" and "cms" not in argv
+    assert argv[-3:] == ["-l", "mem=100mb", "/x/pbs-3.sh"]
 
 
 def test_slurm_wrappers_get_shell_quoted_arguments(tmp_path):

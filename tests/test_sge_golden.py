@@ -29,6 +29,7 @@ from jim.adapters.sge import (
 )
 from jim.config import parse
 from jim.errors import CancelError, ConfigError, QueryError, SubmitError
+from jim.jobdesc import parse_rsl
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
@@ -115,6 +116,21 @@ def test_rendered_script_and_qsub_argv(adapter):
     assert "h_rt=7200" in argv and argv[argv.index("-r") : argv.index("-r") + 2] == ["-r", "n"]
     assert argv[argv.index("-o") + 1].endswith("/batch/sge-$JOB_ID.$TASK_ID.out")
     assert argv[-5:] == ["-l", "mem_free=1G", "-p", "-10", "/x/sge-3.sh"]
+
+
+#: GRAM's resource attributes, in GRAM's units (MB, minutes), as a grid job gives them.
+GRAM_RESOURCES = "&(executable=/bin/true)(maxwalltime=120)(maxmemory=2048)(maxcputime=90)(project=d0)"
+
+
+def test_gram_resources_reach_qsub(adapter):
+    """As the stock GRAM sge module: maxcputime becomes -l h_cpu, maxmemory -l h_data (MB), project -P
+    (over the site's default project); the site's qsub_options still come last."""
+    chunk = _chunk([0, 1], limits=parse_rsl(GRAM_RESOURCES).resource_limits())
+    argv = adapter.submit_argv(chunk, [0, 1], Path("/x/sge-0.sh"))
+    golden("sge-qsub-argv-resources.json", json.dumps(argv, indent=1) + "\n")
+    assert argv[argv.index("-P") : argv.index("-P") + 2] == ["-P", "d0"] and "d0mc" not in argv
+    assert "h_cpu=5400" in argv and "h_data=2048M" in argv and "h_rt=7200" in argv
+    assert argv[-5:] == ["-l", "mem_free=1G", "-p", "-10", "/x/sge-0.sh"]
 
 
 def test_queue_from_config_and_default_queue(tmp_path):

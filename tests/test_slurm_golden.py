@@ -22,6 +22,7 @@ from jim.adapters.slurm import (
     squeue_tasks,
     tag_name,
 )
+from jim.jobdesc import parse_rsl
 from jim.paths import Home
 from jim.ranges import array_spec
 from jim.states import Evidence, LocalState
@@ -74,6 +75,30 @@ def test_rendered_script_and_sbatch_argv(adapter, tmp_path):
     golden("slurm-sbatch-argv.json", json.dumps(argv, indent=1) + "\n")
     assert "--array=0-2,6" in argv and "--partition=long" in argv and "--no-requeue" in argv
     assert argv[-3:] == ["--mem=100", "--qos=low", "/x/slurm-3.sh"]
+
+
+#: GRAM's resource attributes, in GRAM's units (MB, minutes), as a grid job gives them.
+GRAM_RESOURCES = "&(executable=/bin/true)(maxwalltime=120)(maxmemory=2048)(maxcputime=90)(project=d0)"
+
+
+def test_gram_resources_reach_sbatch(tmp_path):
+    """maxmemory (MB) becomes --mem, project --account over the site's default account; Slurm has
+    no CPU-time limit of a job (the stock GRAM slurm module passes none either)."""
+    site = SlurmAdapter(Home(tmp_path).ensure(), {"partition": "debug", "account": "cms", "python": "/usr/bin/python3"})
+    job_dir = Path("/var/lib/jim/user/jobs/20261122-070000-abcdef01")
+    chunk = SubmitChunk(
+        "20261122-070000-abcdef01",
+        [LocalJobSpec(k, f"x.{k}") for k in (0, 1)],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        limits=parse_rsl(GRAM_RESOURCES).resource_limits(),
+    )
+    argv = site.submit_argv(chunk, [0, 1], Path("/x/slurm-0.sh"))
+    golden("slurm-sbatch-argv-resources.json", json.dumps(argv, indent=1) + "\n")
+    assert "--mem=2048" in argv and "--account=d0" in argv and "--account=cms" not in argv
+    assert "--time=120" in argv
 
 
 def test_script_quotes_hostile_paths(adapter):

@@ -56,8 +56,8 @@ def plan_of(tmp_path, rsl, resources=True, dry_run=True, **extra):
         ("", "short"),  # none: smallest WallTimeLimit
         ('(requirements="WallTimeLimit=7200")', "gpu"),  # number: capacity >= 7200
         ('(requirements="WallTimeLimit=7200" "Tag=bigmem")', "long"),  # every pair must hold
-        ("(requirements=(Tag bigmem gpu))", "gpu"),  # nested pair, a list: any of
-        ('(requirements="Tag=bigmem,gpu")', "gpu"),
+        ("(requirements=(Tag cvmfs gpu))", "gpu"),  # nested pair, a list of tags: all of them
+        ('(requirements="Tag=cvmfs,bigmem")', "long"),
         ('(requirements="Site = ""JIM.TEST.site""")', "short"),  # quoted value
         ('(requirements="WallTimeLimit >= 100000")', "long"),  # ClassAd expression
         ('(requirements="member(""gpu"", Tag) && GPU >= 1")', "gpu"),
@@ -169,8 +169,8 @@ def test_cache_hit_miss_and_config_change(tmp_path):
         SITE["resources"], requirements_of_description(["WallTimeLimit >= 100000"]), cache=QueueCache(cache_dir)
     )
     assert (again.name, again.cached) == ("long", True)
-    pairs1 = requirements_of_description(["Tag=gpu,bigmem", "WallTimeLimit=7200"])
-    pairs2 = requirements_of_description([["wallTimeLimit", "7200"], ["TAG", "bigmem", "gpu"]])
+    pairs1 = requirements_of_description(["Tag=gpu,cvmfs", "WallTimeLimit=7200"])
+    pairs2 = requirements_of_description([["wallTimeLimit", "7200"], ["TAG", "cvmfs", "gpu"]])
     assert pairs1.key == pairs2.key
     assert choose_queue(SITE["resources"], pairs1, cache=QueueCache(cache_dir)).cached is False
     assert choose_queue(SITE["resources"], pairs2, cache=QueueCache(cache_dir)).cached is True
@@ -180,7 +180,7 @@ def test_cache_hit_miss_and_config_change(tmp_path):
     moved = choose_queue(changed, reqs, cache=QueueCache(cache_dir))
     assert (moved.name, moved.cached) == ("long", False)
     data = json.loads((cache_dir / "requirements.json").read_text())
-    assert data["v"] == 1 and len(data["entries"]) == 3
+    assert data["v"] == 2 and len(data["entries"]) == 3
     assert oct((cache_dir / "requirements.json").stat().st_mode & 0o777) == "0o600"
 
 

@@ -299,9 +299,8 @@ class TestMatching:
     @pytest.mark.parametrize(
         "reqs, expected",
         [
-            ({"Tag": ["bigmem", "gpu"]}, ["long", "gpu"]),  # any of, against list values
-            ({"Tag": ["nothing", "cvmfs"]}, ["short", "long", "gpu"]),
             ({"Queue": ["long", "gpu"]}, ["long", "gpu"]),  # any of, against a scalar value
+            ({"Platform": ["x86_64-el8", "x86_64-el9"]}, ["short", "long", "gpu"]),  # any of, against list values
             ({"Platform": ["x86_64-el8"]}, ["gpu"]),
             ({"GPU": [1, 2]}, ["gpu"]),  # numbers in a list compare equal
             ({"GPU": [1, 3]}, []),
@@ -435,7 +434,7 @@ class TestClassAd:
         record = '[ Tag = {"bigmem", "gpu"}; MaxRAM = 8000; Site = "JIM.TEST.site"; N = 2 * 3 ]'
         normal = JobRequirements.of(record)
         assert normal == JobRequirements.of({"Tag": ["gpu", "bigmem"], "MaxRAM": 8000, "Site": "JIM.TEST.site", "N": 6})
-        assert names(eligible(dict(Tag=["bigmem", "gpu"], MaxRAM=8000), tree)) == ["long", "gpu"]
+        assert names(eligible(dict(Tag=["bigmem", "cvmfs"], MaxRAM=8000), tree)) == ["long"]
 
     def test_record_with_undefined_value(self):
         with pytest.raises(InvalidRequirement, match="requirement X: value does not evaluate"):
@@ -456,6 +455,126 @@ class TestClassAd:
     def test_expression_agrees_with_mapping(self, limit):
         t = parse_resources(load_site()["resources"])
         assert eligible(f"WallTimeLimit >= {limit}", t) == eligible({"WallTimeLimit": limit}, t)
+
+
+# ---------------------------------------------------------------- tags (DIRAC's Tag and RequiredTag)
+
+#: Three queues: one with tags a and b, one with a, b and c, one that takes only jobs asking for "mp".
+TAGGED = """
+    [resources]
+    Tag = "a"
+    [resources.ce.ce1.queue.ab]
+    WallTimeLimit = 100
+    Tag = "b"
+    [resources.ce.ce1.queue.abc]
+    WallTimeLimit = 200
+    Tag = ["b", "c"]
+    [resources.ce.mpce]
+    RequiredTag = "mp"
+    [resources.ce.mpce.queue.mp]
+    WallTimeLimit = 50
+    Tag = ["b", "mp"]
+"""
+
+
+@pytest.fixture(scope="module")
+def tagged() -> ResourceTree:
+    return resources(TAGGED)
+
+
+class TestTags:
+    """A job's tags must all be among a queue's ``Tag``; a queue's ``RequiredTag`` must all be among the job's."""
+
+    @pytest.mark.parametrize(
+        "reqs, expected",
+        [
+            ({"Tag": ["a", "b"]}, ["ab", "abc"]),
+            ({"Tag": ["a", "c"]}, ["abc"]),  # "ab" has a, not c: no match
+            ({"Tag": ["a", "b", "c"]}, ["abc"]),
+            ({"Tag": ["c", "d"]}, []),
+            ({"Tag": "c"}, ["abc"]),
+            ({"Tag": ["c"]}, ["abc"]),
+            ({"Tag": ["b", "a", "a"]}, ["ab", "abc"]),
+            ('[ Tag = {"a", "c"} ]', ["abc"]),  # DIRAC's record: the same rule
+            ({"Tag": ["a", "mp"]}, ["mp"]),  # inherits a from the site; asks for mp: taken by mp only
+        ],
+    )
+    def test_every_tag_the_job_asks_for_must_be_offered(self, tagged, reqs, expected):
+        assert names(eligible(reqs, tagged)) == expected
+
+    def test_description_pairs_ask_for_all_tags(self, tagged):
+        table = tomllib.loads(TAGGED)["resources"]
+        assert choose(table, "Tag=a,c").name == "abc"
+        assert choose(table, ["Tag", "c", "a"]).name == "abc"
+        assert choose(table, "Tag=a,b").name == "ab"  # both ab and abc: the smaller WallTimeLimit
+        assert choose(table, "Tag=a,b").eligible == 2
+        assert choose(table, "Tag=c,a").described == "Tag all of [c, a]"
+        with pytest.raises(NoEligibleQueue):
+            choose(table, "Tag=a,d")
+
+    def test_a_queue_with_a_required_tag_refuses_a_job_without_it(self, tagged):
+        # mp has the smallest WallTimeLimit and every tag these jobs ask for, but requires "mp"
+        assert select({}, tagged).name == "ab"
+        assert select({"Tag": "b"}, tagged).name == "ab"
+        assert names(eligible({"Tag": ["a", "b"]}, tagged)) == ["ab", "abc"]
+        assert names(eligible({"WallTimeLimit": 50}, tagged)) == ["ab", "abc"]
+        assert select({"Tag": ["mp", "b"]}, tagged).name == "mp"
+
+    def test_a_tag_in_an_expression_is_not_asked_for(self, tagged):
+        # a ClassAd expression tests the queue's Tag but names no tag of the job's: RequiredTag refuses it
+        assert names(eligible('member("mp", Tag)', tagged)) == []
+
+    def test_required_tags_are_unioned_down_the_tree(self):
+        t = resources("""
+            [resources]
+            RequiredTag = "x"
+            Tag = ["x", "y"]
+            [resources.ce.c.queue.q]
+            RequiredTag = "y"
+        """)
+        assert names(eligible({"Tag": "x"}, t)) == []
+        assert names(eligible({"Tag": "y"}, t)) == []
+        assert names(eligible({"Tag": ["x", "y"]}, t)) == ["q"]
+
+    def test_no_queue_left_by_required_tags_is_the_clear_error(self):
+        t = resources("""
+            [resources.ce.c.queue.mp]
+            RequiredTag = "mp"
+            Tag = ["mp", "gpu"]
+            [resources.ce.c.queue.gpu]
+            RequiredTag = ["gpu", "nvidia"]
+            Tag = ["gpu", "nvidia"]
+        """)
+        table = {"ce": {"c": {"queue": {"mp": {"RequiredTag": "mp", "Tag": ["mp", "gpu"]}}}}}
+        for reqs, asked in (({}, "without tags"), ({"Tag": "gpu"}, 'with Tag ["gpu"]')):
+            with pytest.raises(NoEligibleQueue) as info:
+                select(reqs, t)
+            assert str(info.value) == (
+                f"no queue takes a job {asked}: each has a RequiredTag the job does not ask for "
+                '(mp: ["mp"], gpu: ["gpu", "nvidia"])'
+            )
+            assert info.value.unmet == "RequiredTag"
+        with pytest.raises(NoEligibleQueue, match=r'^no queue takes a job without tags: .*\(mp: \["mp"\]\)$') as info:
+            choose(table)
+        assert isinstance(info.value, PlanError) and info.value.gram_error == 134
+        assert names(eligible({"Tag": ["gpu", "nvidia"]}, t)) == ["gpu"]
+
+    def test_closest_queue_names_the_required_tag(self, tagged):
+        t = resources("""
+            [resources.ce.c.queue.q1]
+            RequiredTag = "x"
+            Tag = "x"
+            WallTimeLimit = 500
+            MaxRAM = 20
+            [resources.ce.c.queue.q2]
+            WallTimeLimit = 100
+            MaxRAM = 5
+        """)
+        with pytest.raises(NoEligibleQueue) as info:
+            select({"WallTimeLimit": 300, "MaxRAM": 10}, t)
+        assert str(info.value) == 'no single queue satisfies all requirements (closest: q1, unmet: RequiredTag ["x"])'
+        with pytest.raises(NoEligibleQueue, match=r'^no queue satisfies Tag has all of \["a", "d"\] \(available: '):
+            select({"Tag": ["a", "d"]}, tagged)
 
 
 # ---------------------------------------------------------------- selection and messages
@@ -530,8 +649,13 @@ class TestNoEligibleQueue:
             ({"Tag": "cvmfs", "Memory": 4000}, "no queue has parameter Memory", "Memory"),
             (
                 {"Tag": ["avx512", "fpga"]},
-                'no queue satisfies Tag in ["avx512", "fpga"] (available: "cvmfs", "bigmem", "gpu")',
-                'Tag in ["avx512", "fpga"]',
+                'no queue satisfies Tag has all of ["avx512", "fpga"] (available: "cvmfs", "bigmem", "gpu")',
+                'Tag has all of ["avx512", "fpga"]',
+            ),
+            (
+                {"Tag": ["bigmem", "gpu"]},  # each is somewhere, never both on one queue
+                'no queue satisfies Tag has all of ["bigmem", "gpu"] (closest: long, without ["gpu"])',
+                'Tag has all of ["bigmem", "gpu"]',
             ),
             (
                 {"Tag": "fpga"},
@@ -618,11 +742,12 @@ class TestNoEligibleQueue:
 
 # ---------------------------------------------------------------- keys and the cache
 
-# The cache file's key for the requirements "Tag=gpu,bigmem" "WallTimeLimit=7200" on tests/data/requirements/site.toml,
-# and its parts: pinned so that a change of the file format is deliberate (bump KEY_VERSION and these values).
+# The stated key of the requirements "Tag=gpu,bigmem" "WallTimeLimit=7200", the cache file's key for
+# "Tag=gpu,cvmfs" "WallTimeLimit=7200" on tests/data/requirements/site.toml, and the site's fingerprint:
+# pinned so that a change of the file format is deliberate (bump KEY_VERSION and these values).
 SITE_FINGERPRINT = "6dc8e20da783158a8a31926d10034ac2bdb70e4d48d7892e1b3609991ac25928"
 STATED_KEY = "47208badcc1e9bb81c02f7fa4304385b8f262c51f05f0432e0ab00ab10014422"
-FILE_KEY = "32e221f8efcc9344308b4bea4338c882ed2a76d23a50d8518df75d6ecc0b6435"
+FILE_KEY = "5892c4401078346855c3bc9ea8ae1f6ea5e9bcd88f996e1d80aa52b2c5b3bd59"
 FILE_KEY_NO_REQUIREMENTS = "3cadb365ebf5f7554a7615bec27cbb294ae7facc262e5eef704417211338099b"
 
 
@@ -663,7 +788,7 @@ class TestKeys:
 
     def test_key_is_stable_across_processes(self, tree, tmp_path):
         reqs = {"Tag": ["b", "a"], "WallTimeLimit": 7200}
-        values = ["Tag=gpu,bigmem", "WallTimeLimit=7200"]
+        values = ["Tag=gpu,cvmfs", "WallTimeLimit=7200"]
         code = (
             "import json, tomllib\n"
             "from jim.requirements import QueueCache, choose_queue, parse_resources, requirements_of_description\n"
@@ -692,10 +817,11 @@ class TestKeys:
         )
         assert tree.fingerprint == SITE_FINGERPRINT
         assert requirements_of_description(["Tag=gpu,bigmem", "WallTimeLimit=7200"]).key == STATED_KEY
-        choose(SITE, "Tag=gpu,bigmem", "WallTimeLimit=7200", cache=QueueCache(tmp_path))
+        choose(SITE, "Tag=gpu,cvmfs", "WallTimeLimit=7200", cache=QueueCache(tmp_path))
         assert cache_entries(tmp_path) == {
-            FILE_KEY: {"queues": ["localhost/long", "gpuce/gpu"], "at": cache_entries(tmp_path)[FILE_KEY]["at"]}
+            FILE_KEY: {"queues": ["gpuce/gpu"], "at": cache_entries(tmp_path)[FILE_KEY]["at"]}
         }
+        assert json.loads((tmp_path / QueueCache.FILE).read_text())["v"] == 2
 
     def test_tree_key_differs_from_plain_key(self, tmp_path):
         choose(SITE, cache=QueueCache(tmp_path))
@@ -733,7 +859,7 @@ class TestQueueCache:
         first = choose(SITE, "WallTimeLimit=7200", "Tag=cvmfs,gpu", cache=cache)
         again = choose(SITE, ["tag", "gpu", "cvmfs"], "walltimelimit=7200", cache=cache)
         assert (first.cached, again.cached) == (False, True)
-        assert again.queue == first.queue and again.eligible == first.eligible == 2
+        assert again.queue == first.queue and again.eligible == first.eligible == 1  # gpu: the one with both tags
         assert (cache.hits, cache.misses, len(cache_entries(tmp_path))) == (1, 1, 1)
         assert choose(SITE, ("TAG", "cvmfs", "gpu"), "WallTimeLimit=7200", cache=cache).name == "gpu"
         assert (cache.hits, cache.misses) == (2, 1)

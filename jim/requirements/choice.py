@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from jim.requirements.expressions import InvalidRequirement
-from jim.requirements.matching import JobRequirements, matching_queues, preferred
+from jim.requirements.matching import TAG, JobRequirements, matching_queues, preferred
 from jim.requirements.resources import KEY_VERSION, NAME_RE, Queue, digest, parse_resources
 
 __all__ = ["QueueCache", "QueueChoice", "StatedRequirements", "choose_queue", "requirements_of_description"]
 
 _PAIR_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?![=?!])(.*)\Z", re.S)
-_CACHE_VERSION = 1
+#: 2: a ``Tag`` list means all of its tags, and a queue's ``RequiredTag`` is enforced (entries of 1 are dropped).
+_CACHE_VERSION = 2
 
 
 # ---------------------------------------------------------------- a job's requirements, from its description
@@ -80,11 +81,14 @@ class StatedRequirements:
         return JobRequirements.combine(self._mapping(), *self.records, *self.expressions)
 
     def describe(self) -> str:
-        """One line for people: ``Queue=long, Tag in [cvmfs, gpu], WallTimeLimit >= 7200``."""
+        """One line for people: ``Queue in [long, short], Tag all of [cvmfs, gpu], WallTimeLimit=7200``."""
         parts = []
         for name in sorted(self.params, key=str.lower):
             value = self.params[name]
-            parts.append(f"{name} in [{', '.join(value)}]" if isinstance(value, tuple) else f"{name}={value}")
+            if isinstance(value, tuple):
+                parts.append(f"{name} {'all of' if name.lower() == TAG else 'in'} [{', '.join(value)}]")
+            else:
+                parts.append(f"{name}={value}")
         parts += [" ".join(text.split()) for text in (*self.records, *self.expressions)]
         return ", ".join(parts)
 
@@ -119,10 +123,12 @@ def requirements_of_description(values: Sequence[Any] | None, queue: str | None 
             )
         low = name.lower()
         if low in seen:
-            raise InvalidRequirement(
-                f"requirement {name} is given twice (for any of several values write "
-                f"{name}=a,b; for all of them a ClassAd expression)"
+            several = (
+                f"for several tags write {name}=a,b: the queue must offer all of them"
+                if low == TAG
+                else f"for any of several values write {name}=a,b; for all of them a ClassAd expression"
             )
+            raise InvalidRequirement(f"requirement {name} is given twice ({several})")
         seen[low] = name
         params[name] = tuple(value) if isinstance(value, list) else value
 

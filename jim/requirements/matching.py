@@ -3,7 +3,8 @@
 :class:`JobRequirements` is the normal form of a job's requirements (``name = value`` pairs and a
 ClassAd expression); :func:`matching_queues` finds the queues of a tree that satisfy them, or
 raises :class:`NoEligibleQueue` naming the unmet requirement; :func:`preferred` picks one of them.
-The matching rules are in ``docs/requirements.md``.
+Tags follow DIRAC: a ``Tag`` list asks for all of its tags, and a queue's ``RequiredTag`` takes only
+jobs that ask for every one of its tags.  The matching rules are in ``docs/requirements.md``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ ReqValue: TypeAlias = str | int | float | bool | tuple[str | int | float, ...]
 
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
 _MAX_LISTED = 6
+#: The requirement whose list means "all of" (the job's tags), and the queue parameter naming the tags a
+#: queue requires of every job it takes (both lower-case; DIRAC's ``Tag`` and ``RequiredTag``).
+TAG = "tag"
+REQUIRED_TAG = "requiredtag"
 
 
 class NoEligibleQueue(PlanError, ValueError):
@@ -153,10 +158,19 @@ class Requirement:
         """The normalised (lower-case) name."""
         return self.name.lower()
 
+    @property
+    def all_of(self) -> bool:
+        """A list that means "all of": the job's tags (``Tag``), which a queue must all offer."""
+        return self.key == TAG and isinstance(self.value, tuple)
+
     def satisfied_by(self, queue: Queue) -> bool:
         """True when ``queue`` has the parameter and its value satisfies this requirement."""
         have = queue.get(self.name)
-        return have is not None and _satisfies(self.value, have)
+        if have is None:
+            return False
+        if self.all_of:
+            return not _lacking(self.value, have)
+        return _satisfies(self.value, have)
 
     def is_capacity(self, queues: Iterable[Queue] = ()) -> bool:
         """A ``>=`` requirement: a number, or a numeric string where queues hold numbers."""
@@ -169,8 +183,10 @@ class Requirement:
         )
 
     def describe(self, queues: Iterable[Queue] = ()) -> str:
-        """The requirement as text: ``WallTimeLimit >= 7200``, ``Tag in ["gpu"]``,
-        ``"cvmfs" in Tag`` (list-valued on ``queues``) or ``Site == "X"``."""
+        """The requirement as text: ``WallTimeLimit >= 7200``, ``Queue in ["short", "long"]``,
+        ``Tag has all of ["cvmfs", "gpu"]``, ``"cvmfs" in Tag`` (list-valued on ``queues``) or ``Site == "X"``."""
+        if self.all_of:
+            return f"{self.name} has all of {_fmt(self.value)}"
         if isinstance(self.value, tuple):
             return f"{self.name} in {_fmt(self.value)}"
         queues = tuple(queues)
@@ -180,6 +196,23 @@ class Requirement:
         if any(isinstance(q.get(self.name), tuple) for q in queues):
             return f"{_fmt(self.value)} in {self.name}"
         return f"{self.name} == {_fmt(self.value)}"
+
+
+def _lacking(wanted: Sequence[Any], have: ParamValue | None) -> list[Any]:
+    """The elements of ``wanted`` that no element of ``have`` (a scalar counts as one element) equals."""
+    haves = () if have is None else have if isinstance(have, tuple) else (have,)
+    return [w for w in wanted if not any(_satisfies_scalar(w, h) for h in haves)]
+
+
+def _required_tags(queue: Queue) -> tuple[str, ...]:
+    """The tags ``queue`` requires of every job it takes (its ``RequiredTag``, unioned down the tree)."""
+    have = queue.get(REQUIRED_TAG)
+    return () if have is None else have if isinstance(have, tuple) else (str(have),)
+
+
+def _refused_tags(queue: Queue, tags: tuple[str | int | float | bool, ...]) -> tuple[str, ...]:
+    """The tags ``queue`` requires that the job, asking for ``tags``, does not ask for."""
+    return tuple(r for r in _required_tags(queue) if not any(_satisfies_scalar(t, r) for t in tags))
 
 
 def _requirement_params(reqs: Mapping[Any, Any]) -> tuple[Requirement, ...]:
@@ -250,6 +283,14 @@ class JobRequirements:
             expression = canonical_expression(" && ".join(f"({e})" for e in expressions))
         return cls(tuple(merged[k] for k in sorted(merged)), expression)
 
+    @property
+    def tags(self) -> tuple[str | int | float | bool, ...]:
+        """The tags the job asks for: the values of its ``Tag`` requirement (not of an expression); may be empty."""
+        for req in self.params:
+            if req.key == TAG:
+                return req.value if isinstance(req.value, tuple) else (req.value,)
+        return ()
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, JobRequirements):
             return NotImplemented
@@ -270,10 +311,11 @@ RequirementsLike: TypeAlias = JobRequirements | Mapping[str, Any] | str | None
 
 def _eligible(reqs: JobRequirements, ads: QueueAds) -> tuple[Queue, ...]:
     holds = ads.holds(reqs.expression) if reqs.expression is not None else None
+    tags = reqs.tags
     return tuple(
         q
         for i, q in enumerate(ads.tree.queues)
-        if all(r.satisfied_by(q) for r in reqs.params) and (holds is None or holds[i])
+        if all(r.satisfied_by(q) for r in reqs.params) and (holds is None or holds[i]) and not _refused_tags(q, tags)
     )
 
 
@@ -328,6 +370,14 @@ def _extreme(word: str, name: str, holders: Sequence[Queue], tree: ResourceTree)
 
 def _offer(req: Requirement, holders: Sequence[Queue], tree: ResourceTree) -> str:
     """What the queues that have the parameter offer, for an error message."""
+    if req.all_of and isinstance(req.value, tuple):
+        offered: list[Any] = []
+        for q in holders:
+            offered.extend(q.get(req.name) or ())
+        if not _lacking(req.value, tuple(offered)):  # each is offered somewhere, never all on one queue
+            lacks = [_lacking(req.value, q.get(req.name)) for q in holders]
+            best = min(range(len(holders)), key=lambda i: len(lacks[i]))
+            return f"closest: {tree.label(holders[best])}, without {_fmt(lacks[best])}"
     if req.is_capacity(holders):
         return _extreme("largest", req.name, holders, tree) or f"{req.name} is not a number on any queue"
     return _available(req.name, holders)
@@ -382,6 +432,18 @@ def _explain(reqs: JobRequirements, ads: QueueAds) -> NoEligibleQueue:
             for i, ok in enumerate(met):
                 if not ok:
                     failures[i].append(term)
+    tags = reqs.tags
+    refused = [_refused_tags(q, tags) for q in queues]
+    if all(refused):
+        asked = f"with Tag {_fmt(tags)}" if tags else "without tags"
+        required = _join_limited([f"{tree.label(q)}: {_fmt(_required_tags(q))}" for q in queues])
+        return NoEligibleQueue(
+            f"no queue takes a job {asked}: each has a RequiredTag the job does not ask for ({required})",
+            unmet="RequiredTag",
+        )
+    for i, missing in enumerate(refused):
+        if missing:
+            failures[i].append(f"RequiredTag {_fmt(missing)}")
     closest = min(range(len(queues)), key=lambda i: (len(failures[i]), i))
     unmet = "; ".join(failures[closest])
     return NoEligibleQueue(

@@ -265,3 +265,47 @@ def test_stdinput_is_every_local_jobs_stdin_on_fork(jim_env, tmp_path):
 def test_stdinput_and_stdin_together_are_refused():
     with pytest.raises(DescriptionError, match="both give stdin"):
         parse_jdl('[ Executable = "/bin/cat"; StdInput = "a"; Stdin = "b"; ]')
+
+
+TAGGED = """
+[resources]
+Site = "JIM.TEST.site"
+[resources.ce.localhost.queue.ab]
+WallTimeLimit = 100
+Tag = ["a", "b"]
+[resources.ce.localhost.queue.abc]
+WallTimeLimit = 200
+Tag = ["a", "b", "c"]
+[resources.ce.localhost.queue.mp]
+WallTimeLimit = 50
+Tag = ["a", "b", "c", "mp"]
+RequiredTag = "mp"
+"""
+
+
+def test_tags_need_every_tag_and_required_tags_refuse_other_jobs(jim_env, tmp_path):
+    """DIRAC's matcher: the job's Tags all among the queue's Tag; the queue's RequiredTag all among the job's Tags."""
+    exe = 'Executable = "/bin/true";'
+    jim_env.config.write_text(jim_env.config.read_text() + TAGGED)
+    assert plan_json(jim_env, tmp_path, f'[ {exe} Tags = {{ "a", "b" }}; ]')["queue"] == "ab"
+    assert plan_json(jim_env, tmp_path, f'[ {exe} Tags = {{ "a", "c" }}; ]')["queue"] == "abc"
+    assert plan_json(jim_env, tmp_path, f'[ {exe} Tags = {{ "c", "mp" }}; ]')["queue"] == "mp"
+    assert plan_json(jim_env, tmp_path, f"[ {exe} ]")["queue"] == "ab"  # mp, the shortest, requires "mp"
+    assert 'Tag has all of ["a", "d"]' in plan_error(jim_env, tmp_path, f'[ {exe} Tags = {{ "a", "d" }}; ]')
+
+
+def test_a_job_no_queue_takes_for_its_tags_is_refused_at_submit(jim_env, tmp_path):
+    jim_env.config.write_text(
+        jim_env.config.read_text() + '\n[resources.ce.localhost.queue.mp]\nTag = ["mp"]\nRequiredTag = "mp"\n'
+    )
+    path = tmp_path / "job.jdl"
+    path.write_text('[ Executable = "/bin/true"; ]')
+    jobs = jim_env.job_ids()
+    out = jim_env.protocol("submit", "--jdl", str(path))
+    assert out["ERROR"] == "134", out
+    assert out["MESSAGE"].endswith(
+        'no queue takes a job without tags: each has a RequiredTag the job does not ask for (mp: ["mp"])'
+    ), out
+    assert "Traceback" not in out["_stderr"] and jim_env.job_ids() == jobs
+    path.write_text('[ Executable = "/bin/true"; Tags = { "mp" }; ]')
+    assert jim_env.protocol("submit", "--jdl", str(path))["JOB_STATE"] == "PENDING"

@@ -48,7 +48,14 @@ one full pass (an empty memo: every record read and written, as after a monitor 
 user's home is run under cProfile in this process (this checkout's jim); the top 25 functions by
 cumulative and by total time are printed.
 
-Results go to ``bench/results/bench_busy_ce.json`` (``--json`` prints them too).
+``--quiet-submit``: no monitor runs while the workers submit (the benchmark holds the monitor's lock);
+the timed monitor starts once every batch id is recorded.  The fake controller does every command under
+one lock, loading and writing its whole state: at L = 100,000 a monitor asking every 2 s keeps it busy,
+and the workers' ``sbatch`` time out (jim then reconciles by tag and waits).
+
+Results go to ``bench/results/bench_busy_ce.json``, merged with the scenarios already there (each keeps
+the settings and date of its run; ``--fresh`` starts anew); ``--json`` prints them too.  The growth
+exponents are fitted over every scenario in the file.
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ from _site_install import jim_command, site_python  # noqa: E402
 from bench_cli import timed  # noqa: E402
 
 FAKE_BIN = REPO / "tests" / "fake_sched" / "bin"
+RESULTS = HERE / "results" / "bench_busy_ce.json"
 FAKE_COMMANDS = ("sbatch", "squeue", "sacct", "scancel", "scontrol", "fake-sched")
 
 #: The fake's commands, with its accounting records indexed (its own ``sync_acct`` scans every record
@@ -312,9 +320,29 @@ idle_exit = 3600
     fake_bin = FAKE_BIN if args.plain_fake else fast_fake(tmp / "fake-bin")
     users = [User(root / f"user{i}", cfg, base_env, fake_bin) for i in range(n_users)]
     res: dict = {"grid jobs": g, "local jobs each": k, "users": n_users, "L": g * k}
+    res["settings"] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "steady minutes": args.minutes,
+        "monitor interval s": args.interval,
+        "cache_interval s": args.cache_interval,
+        "max backlog": args.max_backlog,
+        "monitor during submission": not args.quiet_submit,
+        "fake": "plain" if args.plain_fake else "indexed accounting",
+    }
+    held = []
     try:
-        for usr in users:
-            usr.start_monitor(py)
+        if args.quiet_submit:
+            from jim.background import monitor_lock  # (lazy: only this option needs jim in this process)
+            from jim.locks import SingleInstance  # (lazy: likewise)
+            from jim.paths import Home  # (lazy: likewise)
+
+            for usr in users:  # no monitor while the workers submit: they alone talk to the batch system
+                Home(usr.home).ensure()
+                held.append(SingleInstance(monitor_lock(usr.home)))
+                assert held[-1].acquire()
+        else:
+            for usr in users:
+                usr.start_monitor(py)
         # ---- submit ----------------------------------------------------------------
         submit_ms: list[float] = []
         waiting: list[tuple[User, str]] = []
@@ -347,6 +375,11 @@ idle_exit = 3600
         if waiting:
             raise RuntimeError(f"{len(waiting)} grid jobs still await submission after {args.submit_timeout} s")
         queued = time.perf_counter() - t0
+        for lock in held:
+            lock.release()
+        if held:
+            for usr in users:
+                usr.start_monitor(py)
         res["submit"] = {
             "all G submits s": round(submitted, 2),
             "jim submit p50 ms": round(statistics.median(submit_ms), 1),
@@ -429,6 +462,8 @@ idle_exit = 3600
     finally:
         for usr in users:
             usr.stop_monitor()
+        for lock in held:
+            lock.release()
     return res
 
 
@@ -479,6 +514,10 @@ def main() -> None:
     ap.add_argument("--cache-interval", type=float, default=0.0, help="[batch] cache_interval (0: query every pass)")
     ap.add_argument("--max-backlog", type=int, default=32, help="grid jobs awaiting their worker at once")
     ap.add_argument("--submit-timeout", type=float, default=1800.0)
+    ap.add_argument(
+        "--quiet-submit", action="store_true", help="no monitor until every batch id is recorded (see the docstring)"
+    )
+    ap.add_argument("--fresh", action="store_true", help="start a new results file (else scenarios are merged in)")
     ap.add_argument("--plain-fake", action="store_true", help="the fake's commands as they are (slow at 100,000)")
     ap.add_argument("--profile", action="store_true", help="cProfile one full pass of the largest scenario")
     ap.add_argument("--json", action="store_true")
@@ -494,11 +533,13 @@ def main() -> None:
         "machine": os.uname().nodename,
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
-        "monitor interval s": args.interval,
-        "cache_interval s": args.cache_interval,
-        "steady minutes": args.minutes,
         "scenarios": {},
     }
+    if not args.fresh:  # scenarios of earlier runs are kept (each with its own settings), this run's replace them
+        try:
+            results["scenarios"] = json.loads(RESULTS.read_text())["scenarios"]
+        except (OSError, ValueError, KeyError):
+            pass
     try:
         for name in names:
             print(f"== {name}", flush=True)
@@ -526,9 +567,8 @@ def main() -> None:
 
 
 def save(results: dict) -> None:
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
-    (out / "bench_busy_ce.json").write_text(json.dumps(results, indent=2))
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2))
 
 
 def report(results: dict) -> None:
@@ -560,10 +600,9 @@ def report(results: dict) -> None:
         ("poll ratio p50 / p99", lambda r: f"{r['jim poll']['p50 ratio']} / {r['jim poll']['p99 ratio']}"),
     ]
     sc = results["scenarios"]
-    print(
-        f"\n{results['cpus']} CPUs, Python {results['python']}, monitor interval {results['monitor interval s']} s, "
-        f"cache_interval {results['cache_interval s']} s, steady window {results['steady minutes']} min"
-    )
+    print(f"\n{results['cpus']} CPUs, Python {results['python']}")
+    for name, r in sc.items():
+        print(f"  {name}: {r.get('settings', {})}")
     print(f"{'':<28}" + "".join(f"{n:>16}" for n in sc))
     for label, get in rows:
         cells = []

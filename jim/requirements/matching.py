@@ -168,7 +168,7 @@ class Requirement:
         have = queue.get(self.name)
         if have is None:
             return False
-        if self.all_of:
+        if self.all_of and isinstance(self.value, tuple):
             return not _lacking(self.value, have)
         return _satisfies(self.value, have)
 
@@ -198,16 +198,19 @@ class Requirement:
         return f"{self.name} == {_fmt(self.value)}"
 
 
+def _elements(have: ParamValue | None) -> tuple[Any, ...]:
+    """A queue value as a tuple: a scalar counts as one element, a missing value as none."""
+    return () if have is None else have if isinstance(have, tuple) else (have,)
+
+
 def _lacking(wanted: Sequence[Any], have: ParamValue | None) -> list[Any]:
     """The elements of ``wanted`` that no element of ``have`` (a scalar counts as one element) equals."""
-    haves = () if have is None else have if isinstance(have, tuple) else (have,)
-    return [w for w in wanted if not any(_satisfies_scalar(w, h) for h in haves)]
+    return [w for w in wanted if not any(_satisfies_scalar(w, h) for h in _elements(have))]
 
 
 def _required_tags(queue: Queue) -> tuple[str, ...]:
     """The tags ``queue`` requires of every job it takes (its ``RequiredTag``, unioned down the tree)."""
-    have = queue.get(REQUIRED_TAG)
-    return () if have is None else have if isinstance(have, tuple) else (str(have),)
+    return tuple(str(r) for r in _elements(queue.get(REQUIRED_TAG)))
 
 
 def _refused_tags(queue: Queue, tags: tuple[str | int | float | bool, ...]) -> tuple[str, ...]:
@@ -373,7 +376,7 @@ def _offer(req: Requirement, holders: Sequence[Queue], tree: ResourceTree) -> st
     if req.all_of and isinstance(req.value, tuple):
         offered: list[Any] = []
         for q in holders:
-            offered.extend(q.get(req.name) or ())
+            offered.extend(_elements(q.get(req.name)))
         if not _lacking(req.value, tuple(offered)):  # each is offered somewhere, never all on one queue
             lacks = [_lacking(req.value, q.get(req.name)) for q in holders]
             best = min(range(len(holders)), key=lambda i: len(lacks[i]))

@@ -438,7 +438,7 @@ def _explain(reqs: JobRequirements, ads: QueueAds) -> NoEligibleQueue:
     tags = reqs.tags
     refused = [_refused_tags(q, tags) for q in queues]
     if all(refused):
-        asked = f"with Tag {_fmt(tags)}" if tags else "without tags"
+        asked = f"with Tag [{_join_limited([_fmt(t) for t in tags])}]" if tags else "without tags"
         required = _join_limited([f"{tree.label(q)}: {_fmt(_required_tags(q))}" for q in queues])
         return NoEligibleQueue(
             f"no queue takes a job {asked}: each has a RequiredTag the job does not ask for ({required})",

@@ -406,13 +406,22 @@ class CondorAdapter(Adapter):
             desc["allowed_job_duration"] = str(chunk.wall_seconds)
         return {**desc, **{str(k): str(v) for k, v in self.options.submit_commands.items()}}
 
-    @staticmethod
-    def resource_commands(chunk: SubmitChunk) -> dict[str, str]:
+    #: jim's resource commands, each with the site commands (names normalised: ``+X`` is ``my.x``)
+    #: that make it give way whole: the site's memory, its hold policy, its accounting group.
+    RESOURCE_COMMANDS_YIELD = {
+        "request_memory": {"request_memory"},
+        "periodic_hold": {"periodic_hold"},
+        "periodic_hold_reason": {"periodic_hold", "periodic_hold_reason"},
+        "accounting_group": {"accounting_group", "my.accountinggroup", "my.acctgroup"},
+    }
+
+    def resource_commands(self, chunk: SubmitChunk) -> dict[str, str]:
         """The submit commands of the grid job's GRAM resource attributes: ``request_memory`` (MB) from
         ``maxmemory``, else ``minmemory`` (the slot must hold what the job may use; the stock GRAM condor
         module asks for ``minmemory``); a hold once the job has used its ``maxcputime`` (HTCondor has
         no CPU-time limit of its own; a hold, as for ``allowed_job_duration``); ``project`` as the
-        ``accounting_group``.  The site's ``submit_commands`` come after and win."""
+        ``accounting_group``.  Where the site's ``submit_commands`` say the same (see
+        :attr:`RESOURCE_COMMANDS_YIELD`), the site's win and jim's are left out."""
         cmds: dict[str, str] = {}
         memory = chunk.memory_mb or chunk.min_memory_mb
         if memory:
@@ -423,7 +432,8 @@ class CondorAdapter(Adapter):
             cmds["periodic_hold_reason"] = classad_string(f"CPU time limit of {cpu} s (maxcputime) exceeded")
         if chunk.project:
             cmds["accounting_group"] = submit_text(chunk.project, what="the project")
-        return cmds
+        site = {re.sub(r"^\+", "my.", str(k).lower()) for k in self.options.submit_commands}
+        return {k: v for k, v in cmds.items() if not self.RESOURCE_COMMANDS_YIELD[k] & site}
 
     def submit_description(self, chunk: SubmitChunk, offset: int) -> Any:
         """The ``htcondor2.Submit`` of :meth:`description`, checked to hold exactly those commands

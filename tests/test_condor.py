@@ -135,6 +135,15 @@ def test_gram_resources_reach_the_submit_description(tmp_path):
     )
     desc = site.description(chunk, 0)
     assert desc["request_memory"] == "4GB" and desc["accounting_group"] == "group_cms"
+    # a site that sets the group as an attribute, or its own hold policy: jim's commands give way whole
+    site = CondorAdapter(
+        Home(tmp_path).ensure(),
+        {"python": "/usr/bin/python3", "submit_commands": {"+AccountingGroup": '"group_d0.mc"', "periodic_hold": "0"}},
+    )
+    desc = site.description(chunk, 0)
+    assert desc["+AccountingGroup"] == '"group_d0.mc"'
+    assert "accounting_group" not in desc and "periodic_hold_reason" not in desc and desc["periodic_hold"] == "0"
+    str(site.submit_description(chunk, 0))  # (HTCondor reads it as written)
     least = parse_rsl("&(executable=/bin/true)(minmemory=512)").resource_limits()
     assert a.description(chunk_for(tmp_path / GRID, [0], limits=least), 0)["request_memory"] == "512"
     assert "request_memory" not in a.description(chunk_for(tmp_path / GRID, [0]), 0)

@@ -35,7 +35,7 @@ from jim.adapters import get_adapter
 from jim.adapters.base import Adapter, LocalJobSpec, SubmitChunk
 from jim.config import Config
 from jim.db import Database, GridJob, LocalJob, disk_key
-from jim.errors import JimError, SubmitError
+from jim.errors import DescriptionError, JimError, SubmitError
 from jim.handlers import get_handler_class
 from jim.handlers.base import Plan
 from jim.jobdesc import JobDescription
@@ -183,7 +183,13 @@ class _Submission:
         self.home = db.home
         self.job_dir = db.home.job_dir(job_id)
         self.log = for_job("jim.worker", job_id)
-        self.limits = JobDescription(job.description()).resource_limits()
+        desc = JobDescription(job.description())
+        try:
+            self.limits = desc.resource_limits()
+        except DescriptionError as e:  # (recorded by a jim that did not check them at submit yet)
+            self.log.warning("resource limits not passed to the batch system: %s", e.message)
+            wall = desc.wall_seconds()
+            self.limits = {"wall_seconds": wall} if wall else {}
 
     def run(self) -> None:
         while not self.job.cancel_requested:

@@ -13,10 +13,17 @@ import sys
 
 import pytest
 
+from jim import background, worker
+from jim.config import parse
+from jim.db import Database
 from jim.errors import DescriptionError, GramError
 from jim.jobdesc import MAX_MEMORY_MB, parse_rsl
+from jim.paths import Home
+from jim.states import LocalState
+from jim.submit import submit
 
 from fake_sched import BIN, FakeSched
+from support.fake_adapter import FakeAdapter
 from support.jimcli import FAST_CONFIG
 
 EXE = "&(executable=/bin/true)"
@@ -168,3 +175,46 @@ python = "{sys.executable}"
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     assert calls and all("--mem=2048" in argv and "--account=d0" in argv for argv in calls), calls
     assert not any("--account=cms" in argv for argv in calls) and all("--time=5" in argv for argv in calls)
+
+
+def _spied_worker(tmp_path, monkeypatch, rsl: str):
+    """A grid job recorded by the real submit (no worker started), and an in-memory batch system
+    that keeps the limits of every chunk it is given."""
+    config = parse({"monitor": {"interval": 0.01}}, env={"JIM_HOME": str(tmp_path / "home")})
+    job_id = submit(config, parse_rsl(rsl), start_background=False)
+    monkeypatch.setattr(background, "start_monitor", lambda home: None)
+    db = Database(Home(config.home))
+    fake = FakeAdapter(db.home)
+    seen: list[dict] = []
+    submit_group = fake.submit_group
+
+    def spy(chunk, group):
+        seen.append(dict(chunk.limits))
+        return submit_group(chunk, group)
+
+    monkeypatch.setattr(fake, "submit_group", spy)
+    return config, db, job_id, fake, seen
+
+
+def test_the_worker_hands_the_converted_limits_to_the_adapter(tmp_path, monkeypatch):
+    config, db, job_id, fake, seen = _spied_worker(
+        tmp_path, monkeypatch, EXE + "(count=2)(maxwalltime=10)(maxmemory=2048)(maxcputime=90)(project=d0)"
+    )
+    worker.submit_pending(config, db, job_id, fake)
+    assert seen == [{"wall_seconds": 600, "memory_mb": 2048, "cpu_seconds": 5400, "project": "d0"}]
+    assert {lj.state for lj in db.read(job_id).local_jobs()} == {LocalState.QUEUED}
+
+
+def test_a_record_from_before_the_checks_is_submitted_without_its_bad_limits(tmp_path, monkeypatch):
+    """A grid job recorded by a jim that did not check these attributes yet (``maxmemory=2GB``):
+    its local jobs are still submitted, with the wall time, and without the limits jim cannot read."""
+    config, db, job_id, fake, seen = _spied_worker(
+        tmp_path, monkeypatch, EXE + "(count=2)(maxwalltime=10)(maxmemory=2048)(project=d0)"
+    )
+    with db.update(job_id) as rec:
+        for attr in rec.root.find("description").findall("attribute"):
+            if attr.get("name") == "maxmemory":
+                attr[0].text = "2GB"
+    worker.submit_pending(config, db, job_id, fake)
+    assert seen == [{"wall_seconds": 600}]
+    assert {lj.state for lj in db.read(job_id).local_jobs()} == {LocalState.QUEUED}

@@ -95,7 +95,7 @@ FAKE_COMMANDS = ("sbatch", "squeue", "sacct", "scancel", "scontrol", "fake-sched
 #: 45,000 tasks); the answers are the same.
 FAST_FAKE = r"""#!/usr/bin/env python3
 import json, os, sys
-sys.path.insert(0, %(dir)r)
+sys.path.insert(0, @FAKE_DIR@)
 import fakesched
 
 linear = fakesched.Sched.sync_acct
@@ -139,7 +139,7 @@ def fast_fake(d: Path) -> Path:
     """A directory of the fake's commands with indexed accounting (see :data:`FAST_FAKE`)."""
     d.mkdir(parents=True, exist_ok=True)
     for cmd in FAKE_COMMANDS:
-        (d / cmd).write_text(FAST_FAKE % {"dir": str(REPO / "tests" / "fake_sched")})
+        (d / cmd).write_text(FAST_FAKE.replace("@FAKE_DIR@", repr(str(REPO / "tests" / "fake_sched"))))
         (d / cmd).chmod(0o755)
     return d
 

@@ -106,20 +106,21 @@ def sync_acct(self, job, t, task):
     acct = self.state["acct"]
     if getattr(self, "_indexed", None) is not acct:
         self._index = {(r["id"], r["task"], r["submit"]): r for r in acct}
-        self._ids = {r["id"] for r in acct}
+        self._submits = {r["id"]: r["submit"] for r in acct}
         self._indexed = acct
     key = (job["id"], t if job["array"] else None, job["submit"])
     r = self._index.get(key)
     if r is not None:
         r.update({k: v for k, v in self.acct_record(job, t, task).items() if k != "purged"})
-    elif job["id"] in self._ids:  # an id handed out again: the fake's own order of records
+    elif self._submits.get(job["id"], job["submit"]) != job["submit"]:  # an id handed out again: the fake's
+        # own order of records
         linear(self, job, t, task)
         self._indexed = None
     else:
         r = self.acct_record(job, t, task)
         acct.append(r)
         self._index[key] = r
-        self._ids.add(job["id"])
+        self._submits[job["id"]] = job["submit"]
 
 
 def _save(self, name, data):  # the same JSON, without indentation (the C encoder: 10x faster)

@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jim import localfiles
+from jim.db import disk_key
 from jim.errors import BatchError, CancelError, ConfigError, InvalidAttribute, JimError, QueryError, SubmitError
 from jim.jobid import local_dir_name, local_tag, parse_local_tag
 from jim.locks import SingleInstance
@@ -411,6 +412,7 @@ class Adapter(abc.ABC):
             self.options = self.Options.from_table(dict(options or {}), adapter=self.name)
         self._transient = _pattern(self.transient_errors)
         self._gone = _pattern(self.gone_errors)
+        self._answer: _Answer | None = None
 
     @property
     def max_chunk(self) -> int:
@@ -722,17 +724,39 @@ class Adapter(abc.ABC):
         return self.home.cache / f"{self.name}-status.json"
 
     def cached_answer(self) -> QueryResult | None:
-        """The last status answer any jim process of this user cached, whatever its age."""
+        """The last status answer any jim process of this user cached, whatever its age.
+
+        A long-lived caller (the monitor) gets the very same :class:`QueryResult` back while the cache
+        file has not changed (no parse), and a new answer shares each unchanged job's
+        :class:`BatchStatus` object with the previous one: comparing two answers job by job then costs
+        an identity check, and only the jobs whose status changed are built anew.
+        """
+        path = self._cache_path
         try:
-            data = json.loads(self._cache_path.read_text())
-            return QueryResult(
-                ok=data["ok"],
-                error=data.get("error", ""),
-                at=data["at"],
-                statuses={k: BatchStatus.from_json(v) for k, v in data["statuses"].items()},
-            )
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            key = disk_key(path)
+            last = self._answer
+            if last is not None and last.key == key:
+                return last.result
+            data = json.loads(path.read_text())
+            result = self._interned(data["ok"], data.get("error", ""), data["at"], data["statuses"])
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
             return None
+        self._answer = _Answer(key, data["statuses"], result)
+        return result
+
+    def _interned(self, ok: bool, error: str, at: float, raw: dict[str, list[Any]]) -> QueryResult:
+        """A :class:`QueryResult` of ``raw`` (batch id -> :meth:`BatchStatus.to_json`), reusing the previous
+        answer's status object of every job whose raw status is the same."""
+        last = self._answer
+        if last is None:
+            statuses = {k: BatchStatus.from_json(v) for k, v in raw.items()}
+        else:
+            before_raw, before = last.raw, last.result.statuses
+            statuses = {}
+            for k, v in raw.items():
+                old = before.get(k)
+                statuses[k] = old if old is not None and before_raw.get(k) == v else BatchStatus.from_json(v)
+        return QueryResult(ok=bool(ok), error=str(error), at=float(at), statuses=statuses)
 
     def query_cached(self, batch_ids: list[str], *, now: float | None = None) -> QueryResult:
         """:meth:`query`, shared through an on-disk cache by every jim process of this user.
@@ -755,16 +779,14 @@ class Adapter(abc.ABC):
                 return cached
             return QueryResult(ok=False, error="another process is refreshing the batch status")
         try:
-            result = self._query_at_start(batch_ids)
-            _write_json(
-                self._cache_path,
-                {
-                    "at": result.at,
-                    "ok": result.ok,
-                    "error": result.error,
-                    "statuses": {k: v.to_json() for k, v in result.statuses.items()},
-                },
-            )
+            fresh = self._query_at_start(batch_ids)
+            raw = {k: v.to_json() for k, v in fresh.statuses.items()}
+            _write_json(self._cache_path, {"at": fresh.at, "ok": fresh.ok, "error": fresh.error, "statuses": raw})
+            result = self._interned(fresh.ok, fresh.error, fresh.at, raw)
+            try:
+                self._answer = _Answer(disk_key(self._cache_path), raw, result)
+            except OSError:
+                self._answer = None
             return result
         finally:
             lock.release()
@@ -962,6 +984,16 @@ class CommandAdapter(Adapter):
 
 def _pattern(parts: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{p})" for p in parts), re.I) if parts else None
+
+
+@dataclass
+class _Answer:
+    """The status answer this adapter object read or made last: the cache file's identity, its raw
+    statuses and the :class:`QueryResult` built from them."""
+
+    key: object
+    raw: dict[str, list[Any]]
+    result: QueryResult
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -37,6 +37,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+import typing
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +49,7 @@ from jim.adapters.base import Adapter, BatchStatus, QueryResult
 from jim.config import Config
 from jim.db import Database, GridJob, LocalJob
 from jim.errors import JimError, JobNotFound
+from jim.jobid import local_dir_name
 from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.outputs import finalize
@@ -126,6 +130,11 @@ class _PassFailures:
 # ---------------------------------------------------------------------------
 
 
+#: Seconds after which a grid job in which nothing changed is looked at again all the same (each grid job
+#: at its own moment within the period): a safety net, not the way news arrives.
+FULL_LOOK = 1800.0
+
+
 @dataclass
 class _Seen:
     """What the monitor last applied to a grid job, so that an unchanged job costs no parse."""
@@ -138,14 +147,49 @@ class _Seen:
     """When its latest local job was queued."""
     retry_at: float | None = None
     """When the first retry in its cool-off is due, if every unsubmitted local job waits for one."""
+    wake_at: float | None = None
+    """When a rule of time (a hold that lasts too long) may change it with no other news."""
+    result: QueryResult | None = None
+    statuses: tuple[object, ...] | None = None
+    """The statuses of ``batch_ids`` in ``result`` (the answer they were taken from)."""
+    root: int = -1
+    dirs: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    """The wrappers' directories as found when its ``local/`` directory had the mtime ``root``."""
 
     @classmethod
-    def of(cls, mtime: int, job: GridJob, signature: object = None) -> _Seen:
+    def of(cls, mtime: int, job: GridJob, held_timeout: float, signature: object = None) -> _Seen:
         local_jobs = job.local_jobs()
-        active = {lj.batch_id: lj.dir_key for lj in local_jobs if lj.batch_id and not lj.state.terminal}
-        newest = max((lj.entered(LocalState.QUEUED) or 0.0 for lj in local_jobs), default=0.0)
-        waiting = sum(1 for lj in local_jobs if lj.state in _UNSUBMITTED)
-        return cls(mtime, active, signature, newest, job.retry_at(waiting) if waiting else None)
+        active = {}
+        newest = 0.0
+        waiting = 0
+        held = None
+        for lj in local_jobs:
+            state = lj.state
+            if state in _UNSUBMITTED:
+                waiting += 1
+                continue
+            if lj.batch_id and not state.terminal:
+                active[lj.batch_id] = lj.dir_key
+                if state in (LocalState.HELD, LocalState.SUSPENDED):
+                    since = lj.entered(state)
+                    if since is not None:
+                        held = since if held is None else min(held, since)
+            queued = lj.entered(LocalState.QUEUED)
+            if queued is not None and queued > newest:
+                newest = queued
+        return cls(
+            mtime,
+            active,
+            signature,
+            newest,
+            job.retry_at(waiting) if waiting else None,
+            held + held_timeout if held is not None else None,
+        )
+
+    def keep_inputs(self, before: _Seen | None) -> None:
+        """Carry over what was read of the batch answer and the wrappers' files before the record changed."""
+        if before is not None:
+            self.result, self.statuses, self.root, self.dirs = before.result, None, before.root, before.dirs
 
 
 @dataclass
@@ -167,22 +211,37 @@ def refresh(
     config: Config, db: Database, adapter: Adapter, *, now: float | None = None, memo: Memo | None = None
 ) -> int:
     """One monitoring pass over every active grid job (see the module docstring); returns how many
-    remain active.  ``memo`` (kept by the long-lived monitor) lets a pass skip a grid job when nothing
-    that could change it has changed; every grid job is still looked at once a minute."""
+    remain active.
+
+    ``memo`` (kept by the long-lived monitor) makes a pass cost what changed since the last one: a grid
+    job whose record, batch statuses (the same answer, or the same status objects in a new one: see
+    :meth:`Adapter.cached_answer`) and ``local/`` directory (its mtime: the wrapper touches it whenever it
+    writes something the monitor reads) did not change, and that no rule of time concerns, is neither
+    read nor written, and its wrappers' directories are not listed.
+    """
     now = time.time() if now is None else now
     memo = Memo() if memo is None else memo
-    mtimes = _collect(db, adapter, memo)
-    batch_ids = [b for job_id in mtimes for b in memo.seen[job_id].batch_ids]
-    result = _query(adapter, batch_ids)
-    dirs = {job_id: localfiles.started_dirs(db.home.job_dir(job_id) / "local") for job_id in mtimes}
-    accounting = _accounting(adapter, db, memo, result, batch_ids) if result.ok else {}
-    return sum(
-        _refresh_job(config, db, adapter, memo, job_id, mtime, result, accounting, dirs[job_id], now)
+    mtimes = _collect(db, adapter, memo, config.monitor.held_timeout)
+    result = _query(adapter, [b for job_id in mtimes for b in memo.seen[job_id].batch_ids])
+    inputs = {job_id: _inputs(config, db, memo.seen[job_id], job_id, result, now) for job_id in mtimes}
+    changed = {
+        job_id: mtime
         for job_id, mtime in mtimes.items()
+        if memo.seen[job_id].signature != inputs[job_id] or memo.seen[job_id].mtime != mtime
+    }
+    for job_id in mtimes:
+        seen = memo.seen[job_id]
+        if seen.retry_at is not None and now >= seen.retry_at:
+            seen.retry_at = None  # a retry is due: its worker (started once; it submits every due one)
+            background.start_worker(db.home.root, job_id)
+    accounting = _accounting(adapter, db, memo, result, changed) if result.ok and changed else {}
+    return (len(mtimes) - len(changed)) + sum(
+        _refresh_job(config, db, adapter, memo, job_id, result, accounting, memo.seen[job_id].dirs, now, inputs[job_id])
+        for job_id in changed
     )
 
 
-def _collect(db: Database, adapter: Adapter, memo: Memo) -> dict[str, int]:
+def _collect(db: Database, adapter: Adapter, memo: Memo, held_timeout: float) -> dict[str, int]:
     """The active grid jobs and their record's mtime; ``memo`` brought up to date for changed records."""
     ids = [job_id for job_id in db.active_ids() if job_id not in memo.given_up]
     for gone in set(memo.seen) - set(ids):
@@ -201,14 +260,46 @@ def _collect(db: Database, adapter: Adapter, memo: Memo) -> dict[str, int]:
         seen = memo.seen.get(job_id)
         if seen is None or seen.mtime != mtime:
             try:
-                memo.seen[job_id] = _Seen.of(mtime, db.read(job_id))
+                fresh = _Seen.of(mtime, db.read(job_id), held_timeout)
             except JobNotFound:
                 continue
             except Exception as e:  # a record jim cannot read is that grid job's problem alone
                 _contain(db, adapter, memo, job_id, e)
                 continue
+            fresh.keep_inputs(seen)
+            memo.seen[job_id] = fresh
         mtimes[job_id] = mtime
     return mtimes
+
+
+def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: QueryResult, now: float) -> object:
+    """Everything outside the record a pass would apply to a grid job: when it equals the last one (and the
+    record is the same), nothing can change.  The batch statuses are taken again only from a new answer,
+    the wrappers' directories listed again only when the ``local/`` directory changed."""
+    if not result.ok:
+        statuses = None
+    elif seen.statuses is not None and seen.result is result:
+        statuses = seen.statuses
+    else:
+        got = result.statuses.get
+        statuses = tuple(got(b) for b in seen.batch_ids)
+        seen.result, seen.statuses = result, statuses
+    local_root = db.home.job_dir(job_id) / "local"
+    try:
+        root = os.stat(local_root).st_mtime_ns
+    except OSError:
+        root = 0
+    if root != seen.root:
+        seen.root, seen.dirs = root, localfiles.started_dirs(local_root) if root else {}
+    # time matters too: a job absent without evidence turns LOST after a grace period, a hold that lasts
+    # too long is cancelled, and every grid job is looked at again once in a long while
+    waiting_on_time = statuses is not None and None in statuses
+    if waiting_on_time:
+        tick = int(now // min(60.0, max(0.5, config.monitor.lost_grace / 4)))
+    else:
+        tick = int((now + zlib.crc32(job_id.encode()) % FULL_LOOK) // FULL_LOOK)
+    due = seen.wake_at is not None and now >= seen.wake_at
+    return (statuses, seen.root, tick, due)
 
 
 def _query(adapter: Adapter, batch_ids: list[str]) -> QueryResult:
@@ -222,22 +313,31 @@ def _query(adapter: Adapter, batch_ids: list[str]) -> QueryResult:
 
 
 def _accounting(
-    adapter: Adapter, db: Database, memo: Memo, result: QueryResult, batch_ids: list[str]
+    adapter: Adapter, db: Database, memo: Memo, result: QueryResult, changed: Mapping[str, object]
 ) -> dict[str, BatchStatus]:
     """Accounting records of the jobs absent from the queue (or ended there) without an exit-code
-    file, asked at most once per status answer.
+    file, of the grid jobs this pass looks at, asked at most once per status answer.
 
     Jobs whose records do not say they ended (a record not written yet, or
     one that says nothing of them) stay absent until their grace period runs
     out: asking again before the queue itself was asked again cannot tell
     more, and would run one accounting command per pass all that time.
     """
-    absent = {b for b in batch_ids if (st := result.lookup(b)) is None or st.state.terminal}
-    # a (cached) answer older than a grid job's latest submission says nothing of those jobs
-    too_new = {
-        b for seen in memo.seen.values() if seen.newest > result.at for b in seen.batch_ids if result.lookup(b) is None
-    }
-    wanted = absent - too_new - _with_exit_file(db, memo, absent)
+    seen_jobs = {job_id: memo.seen[job_id] for job_id in changed}
+    absent: set[str] = set()
+    too_new: set[str] = set()
+    for seen in seen_jobs.values():
+        for b in seen.batch_ids:
+            st = result.statuses.get(b)
+            if st is None:
+                absent.add(b)
+                if seen.newest > result.at:  # an answer older than the job's submission says nothing of it
+                    too_new.add(b)
+            elif st.state.terminal:
+                absent.add(b)
+    if not absent:
+        return {}
+    wanted = absent - too_new - _with_exit_file(db, seen_jobs, absent)
     if not wanted:
         return {}
     last = memo.accounting
@@ -252,14 +352,14 @@ def _accounting(
     return answer
 
 
-def _with_exit_file(db: Database, memo: Memo, absent: set[str]) -> set[str]:
+def _with_exit_file(db: Database, seen_jobs: Mapping[str, _Seen], absent: set[str]) -> set[str]:
     """Those of ``absent`` whose wrapper wrote an exit-code file that tells all (no accounting needed
     for them).  A job stopped by a signal it did not ask for still needs the accounting: it says
     whether a preemption or a node failure sent it."""
     out = set()
-    for job_id, seen in memo.seen.items():
+    for job_id, seen in seen_jobs.items():
         for bid, key in seen.batch_ids.items():
-            if bid in absent:
+            if bid in absent and key in seen.dirs:
                 d = db.home.local_dir(job_id, *key)
                 if localfiles.has_exit(d) and not _signalled(d):
                     out.add(bid)
@@ -271,42 +371,19 @@ def _signalled(local_dir: Path) -> bool:
     return ec is not None and ("terminated_by" in ec.info or "signal" in ec.info)
 
 
-def _signature(
-    config: Config,
-    seen: _Seen,
-    result: QueryResult,
-    accounting: dict[str, BatchStatus],
-    dirs: dict[tuple[int, int], tuple[int, int]],
-    now: float,
-) -> object:
-    """Everything a pass would apply to a grid job: when it equals the last one, nothing can change."""
-    statuses = tuple((b, result.statuses.get(b)) for b in seen.batch_ids) if result.ok else None
-    # time matters too: a job absent without evidence turns LOST after a grace period
-    waiting_on_time = statuses is not None and any(st is None for _b, st in statuses)
-    tick = int(now // (min(60.0, max(0.5, config.monitor.lost_grace / 4)) if waiting_on_time else 60.0))
-    return (statuses, tuple(sorted(dirs.items())), tick, tuple(b for b in seen.batch_ids if b in accounting))
-
-
 def _refresh_job(
     config: Config,
     db: Database,
     adapter: Adapter,
     memo: Memo,
     job_id: str,
-    mtime: int,
     result: QueryResult,
     accounting: dict[str, BatchStatus],
     dirs: dict[tuple[int, int], tuple[int, int]],
     now: float,
+    signature: object,
 ) -> int:
     """Bring one grid job up to date; 1 while it stays active, else 0."""
-    seen = memo.seen[job_id]
-    if seen.retry_at is not None and now >= seen.retry_at:
-        seen.retry_at = None  # a retry is due: its worker (started once; it submits every due one)
-        background.start_worker(db.home.root, job_id)
-    signature = _signature(config, seen, result, accounting, dirs, now)
-    if seen.signature == signature and seen.mtime == mtime:
-        return 1  # nothing new: still active
     jlog = for_job("jim.monitor", job_id)
     try:
         with db.update(job_id) as rec:
@@ -315,7 +392,7 @@ def _refresh_job(
         if rec.state is not before:
             jlog.info("grid job %s: %s -> %s", job_id, before.name, rec.state.name)
             seg.emit(rec)
-        active = _follow_up(config, db, memo, rec, signature, jlog)
+        active = _follow_up(config, db, memo, rec, signature, now, jlog)
     except Exception as e:  # whatever goes wrong with one grid job stays with that grid job
         return _contain(db, adapter, memo, job_id, e)
     if memo.failures.pop(job_id, None):
@@ -388,12 +465,13 @@ def _apply_all(
     """Apply the pass to every local job of a record (under its lock), give the local jobs that
     ended through no fault of their own another attempt, cancel overdue holds, aggregate."""
     mon = config.monitor
+    local_root = db.home.job_dir(rec.id) / "local"
     for lj in rec.local_jobs():
         was_terminal = lj.state.terminal
         key = lj.dir_key
         apply_local(
             lj,
-            db.home.local_dir(rec.id, *key),
+            local_root / local_dir_name(*key) if key in dirs else local_root,  # (no files: not read)
             result,
             accounting,
             now=now,
@@ -436,6 +514,7 @@ def _follow_up(
     memo: Memo,
     rec: GridJob,
     signature: object,
+    now: float,
     jlog: logging.LoggerAdapter[logging.Logger],
 ) -> int:
     """After a grid job was updated: gather its outputs once all its local jobs ended, restart its
@@ -461,7 +540,17 @@ def _follow_up(
         mtime = db.home.record(job_id).stat().st_mtime_ns
     except FileNotFoundError:
         mtime = 0
-    memo.seen[job_id] = _Seen.of(mtime, rec, signature)
+    fresh = _Seen.of(mtime, rec, config.monitor.held_timeout)
+    fresh.keep_inputs(memo.seen.get(job_id))
+    if signature is not None:
+        # what this pass applied, as the next pass will see it if nothing changes: the statuses of the
+        # local jobs still active, from the same answer, and the rules of time as they stand now
+        statuses, root, tick, _due = typing.cast(tuple[object, int, int, bool], signature)
+        if statuses is not None and fresh.result is not None:
+            got = fresh.result.statuses.get
+            statuses = fresh.statuses = tuple(got(b) for b in fresh.batch_ids)
+        fresh.signature = (statuses, root, tick, fresh.wake_at is not None and now >= fresh.wake_at)
+    memo.seen[job_id] = fresh
     if rec.state.terminal:
         return 0
     waiting = sum(1 for lj in local_jobs if lj.state in _UNSUBMITTED)

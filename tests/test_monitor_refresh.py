@@ -9,6 +9,9 @@ cancelled, the worker restarted.
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from jim import background, summary, worker
@@ -205,3 +208,87 @@ def test_the_worker_is_restarted_for_unsubmitted_local_jobs(site):
     site.started.clear()
     site.refresh()
     assert ("worker", job) not in site.started  # a cancelled grid job gets no worker
+
+
+def test_a_long_lived_monitor_lists_the_wrappers_directories_only_when_local_changed(site, monkeypatch):
+    from jim import localfiles
+
+    job = site.grid_job(2)
+    site.fake.set_state(f"{job}.0", LocalState.RUNNING)
+    local = site.db.home.local_dir(job, 0)
+    local.mkdir(parents=True)
+    memo = Memo()
+    site.refresh(memo=memo)
+    scans = []
+    real = localfiles.started_dirs
+    monkeypatch.setattr(localfiles, "started_dirs", lambda root: scans.append(root) or real(root))
+    (local / "progress").write_text("d0gstar 117 250\n")  # the job wrote; the wrapper has not said so yet
+    site.refresh(memo=memo)
+    site.refresh(memo=memo)
+    assert scans == [] and site.db.read(job).local(0).progress == []
+    os.utime(local.parent)  # what the wrapper does once it sees the progress file change
+    site.refresh(memo=memo)
+    assert len(scans) == 1 and site.db.read(job).local(0).progress == [("d0gstar", 117, 250)]
+
+
+def test_news_the_wrapper_did_not_announce_is_still_seen_once_in_a_long_while(site):
+    from jim.monitor import FULL_LOOK
+
+    job = site.grid_job(1)
+    site.fake.set_state(f"{job}.0", LocalState.RUNNING)
+    local = site.db.home.local_dir(job, 0)
+    local.mkdir(parents=True)
+    memo, t0 = Memo(), time.time()
+    site.refresh(memo=memo, now=t0)
+    mtime = local.parent.stat().st_mtime_ns
+    (local / "progress").write_text("d0gstar 5 250\n")
+    os.utime(local.parent, ns=(mtime, mtime))  # a change the local/ directory's mtime does not show
+    site.refresh(memo=memo, now=t0 + 1)
+    assert site.db.read(job).local(0).progress == []
+    site.refresh(memo=memo, now=t0 + FULL_LOOK + 1)
+    assert site.db.read(job).local(0).progress == [("d0gstar", 5, 250)]
+
+
+def test_a_hold_that_lasts_too_long_is_cancelled_by_a_long_lived_monitor_with_no_other_news(site):
+    job = site.grid_job(2)
+    site.fake.set_state(f"{job}.0", LocalState.HELD)
+    memo = Memo()
+    site.refresh(memo=memo)
+    held_at = site.db.read(job).local(0).entered(LocalState.HELD)
+    site.refresh(memo=memo, now=held_at + 300)
+    assert site.db.read(job).local(0).state is LocalState.HELD
+    site.refresh(memo=memo, now=held_at + 601)
+    assert site.db.read(job).local(0).state is LocalState.CANCELLED
+
+
+def test_after_a_pass_that_applied_news_the_next_pass_with_no_news_reads_nothing(site, monkeypatch):
+    job = site.grid_job(3)
+    memo = Memo()
+    site.refresh(memo=memo)
+    site.fake.set_state(f"{job}.1", LocalState.DONE, exit_code=0)
+    site.refresh(memo=memo)
+    assert states(site.db, job)[1] is LocalState.DONE
+    reads = []
+    real_read = site.db.read
+    monkeypatch.setattr(site.db, "read", lambda job_id: reads.append(job_id) or real_read(job_id))
+    site.refresh(memo=memo)
+    assert reads == []
+
+
+class _UserWide(FakeAdapter):
+    user_wide_query = True
+
+
+def test_a_cached_answer_is_parsed_once_and_unchanged_statuses_are_shared_with_the_next(tmp_path):
+    home = Home(tmp_path / "home").ensure()
+    fake = _UserWide(home, cache_interval=3600)
+    a, b = fake.add("t.0", LocalState.QUEUED), fake.add("t.1", LocalState.QUEUED)
+    first = fake.query_cached([a, b])
+    assert fake.query_cached([a, b]) is first  # the cache file did not change: the same answer, no parse
+    fake.set_state("t.1", LocalState.RUNNING)
+    second = fake.query_cached([a, b], now=first.at + 7200)
+    assert second is not first
+    assert second.statuses[a] is first.statuses[a]  # unchanged: the very same object
+    assert second.statuses[b] is not first.statuses[b] and second.statuses[b].state is LocalState.RUNNING
+    other = _UserWide(home, cache_interval=3600)  # another process reads what this one cached
+    assert other.query_cached([a, b]).statuses == second.statuses

@@ -14,18 +14,20 @@ What it does, in order:
 1. finds its local job index K and its output directory OUT = DIR/K (DIR/K.N for
    attempt N > 1: a late attempt never writes into the next one's directory);
 2. logs where it landed (host, user, time, Python, cwd, batch ids) to OUT/wrapper.log
-   and writes OUT/started;
+   and writes OUT/started, then touches DIR;
 3. unpacks the sandbox into a private scratch directory (members that would
    escape it are refused) and runs the local job's argv from the manifest
    there, with stdout and stderr in OUT/stdout and OUT/stderr, stdin the manifest's
    ``stdin`` file (the same for every local job; /dev/null without one), and in its
    environment JIM_INDEX, JIM_TAG, JIM_ATTEMPT, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's
    variables (e.g. JIM_FIRST_EVENT) and JIM_PROGRESS_FILE;
-4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs;
+4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs, and looks at
+   OUT/progress every min(``heartbeat``, 5) seconds (and once more when the job has ended):
+   when its size or modification time changed, it touches DIR;
 5. moves the files matching the manifest's output patterns to OUT/outputs/,
    named <stem>.<K>[.a<N>][.<batch id>]<suffix>;
 6. writes OUT/exit_code (atomically): the job's exit code on the first line
-   (128+N for a job killed by signal N), then ``key=value`` lines;
+   (128+N for a job killed by signal N), then ``key=value`` lines, and touches DIR;
 7. exits with the job's exit code, except codes the batch system reserves
    (manifest ``reserved_exit_codes``, e.g. 99 and 100 on Grid Engine), which
    are replaced by 1; the true code is in OUT/exit_code.
@@ -35,6 +37,11 @@ it is a regular file (a FIFO or a device is never read; O_NONBLOCK keeps the ope
 One that cannot be opened fails the local job before its command runs: a line in OUT/stderr, exit
 code 1 and the reason in OUT/exit_code (``error=``: the job's own failure, not tried again), or
 ``wrapper_error=`` when the node's file system failed (EIO, ESTALE ...: worth another attempt).
+
+Touching DIR (setting its modification time to now) tells jim's monitor that something it
+reads (started, progress, exit_code) changed in one of DIR's attempt directories: the monitor
+looks at one directory per grid job and reads DIR's entries only when its time changed.  The
+heartbeat file does not touch DIR.  A touch that fails is logged once and never fails the job.
 
 Progress: the job appends lines ``<phase> <done> <total>`` to the file named by
 $JIM_PROGRESS_FILE, by hand or with the ``jim-progress`` command the sandbox
@@ -262,24 +269,87 @@ def tag_of(tag, attempt):
     return tag if attempt <= 1 else "%s.%d" % (tag, attempt)
 
 
+class RootToucher(object):
+    """Touches the local root DIR (its modification time set to now), the sign for jim's monitor
+    that an attempt directory in it changed.  A failure is logged once, never raised."""
+
+    def __init__(self, root, log):
+        self.root = root
+        self.log = log
+        self.failed = False
+
+    def __call__(self, why):
+        try:
+            os.utime(self.root, None)
+        except OSError as e:
+            if not self.failed:
+                self.failed = True
+                try:
+                    self.log("cannot touch the local root %s (after %s): %s" % (self.root, why, e))
+                except Exception:
+                    pass
+
+
+#: how often (seconds, at most) the heartbeat thread looks at the progress file
+PROGRESS_CHECK = 5.0
+
+
+def file_state(path):
+    """(size, mtime_ns) of ``path`` itself (a symbolic link is not followed), None if it is not there."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
 class Heartbeat(threading.Thread):
-    def __init__(self, path, every):
+    """Rewrites the heartbeat file in place every ``every`` seconds (this does not touch the local
+    root) and looks at the progress file every min(``every``, 5) seconds: when its size or time
+    changed, ``touch`` is called."""
+
+    def __init__(self, path, every, progress=None, touch=None):
         threading.Thread.__init__(self)
         self.daemon = True
         self.path = path
         self.every = max(1.0, float(every))
+        self.check_every = min(self.every, PROGRESS_CHECK)
+        self.progress = progress
+        self.touch = touch
+        self.seen = file_state(progress) if progress else None
+        self.lock = threading.Lock()
         self.stop = threading.Event()
 
     def beat(self):
         with open(self.path, "w") as f:
             f.write("%d\n" % int(time.time()))
 
+    def check_progress(self):
+        """Touch the local root if the progress file changed since it was last looked at."""
+        if not self.progress or self.touch is None:
+            return
+        with self.lock:
+            state = file_state(self.progress)
+            if state == self.seen:
+                return
+            self.seen = state
+        self.touch("a change of the progress file")
+
     def run(self):
-        while not self.stop.wait(self.every):
-            try:
-                self.beat()
-            except OSError:
-                pass
+        clock = time.monotonic()
+        next_beat = clock + self.every
+        next_check = clock + self.check_every
+        while not self.stop.wait(max(0.0, min(next_beat, next_check) - time.monotonic())):
+            clock = time.monotonic()
+            if clock >= next_check:
+                next_check = clock + self.check_every
+                self.check_progress()
+            if clock >= next_beat:
+                next_beat = clock + self.every
+                try:
+                    self.beat()
+                except OSError:
+                    pass
 
 
 def main(argv):
@@ -290,6 +360,7 @@ def main(argv):
     if not os.path.isdir(outdir):
         os.makedirs(outdir, 0o700)
     log = Log(os.path.join(outdir, "wrapper.log"))
+    touch = RootToucher(opts["outroot"], log)
     bid = batch_id()
     log("jim wrapper starting: local job %d attempt %d, batch id %r" % (index, attempt, bid))
     log(
@@ -307,6 +378,7 @@ def main(argv):
         )
         + "\n",
     )
+    touch("started")
 
     scratch_root = opts["scratch"] or os.environ.get("TMPDIR") or tempfile.gettempdir()
     if not os.path.isdir(scratch_root):
@@ -323,7 +395,7 @@ def main(argv):
         if not 0 <= index < len(jobs):
             raise RuntimeError("local job index %d is not in the manifest (%d jobs)" % (index, len(jobs)))
         job = jobs[index]
-        code, info = run_job(manifest, job, index, attempt, scratch, outdir, bid, log)
+        code, info = run_job(manifest, job, index, attempt, scratch, outdir, bid, log, touch)
     except Exception as e:  # the exit-code file must be written whatever happens
         log("wrapper error: %s: %s" % (type(e).__name__, e))
         info["wrapper_error"] = "%s: %s" % (type(e).__name__, e)
@@ -333,6 +405,7 @@ def main(argv):
     finally:
         lines = ["%d" % code] + ["%s=%s" % (k, str(v).replace("\n", " ")) for k, v in sorted(info.items())]
         atomic_write(os.path.join(outdir, "exit_code"), "\n".join(lines) + "\n")
+        touch("exit_code")
         log("local job %d finished with exit code %d %s" % (index, code, info))
         if not (manifest or {}).get("keep_scratch"):
             shutil.rmtree(scratch, ignore_errors=True)
@@ -340,7 +413,7 @@ def main(argv):
     return 1 if code in reserved else min(code, 255)
 
 
-def run_job(manifest, job, index, attempt, scratch, outdir, bid, log):
+def run_job(manifest, job, index, attempt, scratch, outdir, bid, log, touch=None):
     argv = job["argv"]
     # the environment as bytes: the manifest's values reach the job byte for byte (UTF-8, and
     # the bytes that were not UTF-8 as they came), whatever this node's locale
@@ -378,7 +451,7 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log):
     if stdin_file:
         log("stdin %s" % ascii(stdin_file))
     log("running %r in %s" % (argv, scratch))
-    hb = Heartbeat(os.path.join(outdir, "heartbeat"), manifest.get("heartbeat", 30))
+    hb = Heartbeat(os.path.join(outdir, "heartbeat"), manifest.get("heartbeat", 30), progress, touch)
     hb.beat()
     hb.start()
     received = []
@@ -418,6 +491,8 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log):
             except InterruptedError:  # pragma: no cover - py < 3.5 only
                 continue
     hb.stop.set()
+    hb.join(5)
+    hb.check_progress()  # (the job's last lines, before the exit-code file is written)
     code = rc if rc >= 0 else 128 - rc
     info = {"runtime": "%.1f" % (time.time() - hb_started(outdir))}  # type: dict
     if rc < 0:

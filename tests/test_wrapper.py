@@ -195,3 +195,143 @@ def test_fork_identity_is_pid_and_start_time(tmp_path):
         p.kill()
         p.wait()
     assert adapter.query([good]).lookup(good) is None
+
+
+# The local root (--outroot, one directory per grid job) is touched whenever something the monitor
+# reads changes in an attempt directory: `started`, the exit-code file, the progress file; never
+# because of the heartbeat alone.
+
+OLD_NS = 1_000_000_000 * 10**9  # (2001: a time no touch can leave behind)
+
+
+def mtime_ns(path: Path) -> int:
+    return os.stat(path).st_mtime_ns
+
+
+def wait_for(what, check, timeout: float):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not seen within {timeout} s: {what}"
+        time.sleep(0.05)
+
+
+def start_wrapper(tmp: Path, sandbox: Path) -> subprocess.Popen:
+    """The wrapper started for local job 0 into an attempt directory made beforehand (its creation
+    does not touch the root) with the root's time set far back."""
+    (tmp / "out" / "0").mkdir(parents=True)
+    os.utime(tmp / "out", ns=(OLD_NS, OLD_NS))
+    argv = [sys.executable, str(WRAPPER), "--sandbox", str(sandbox), "--outroot", str(tmp / "out")]
+    argv += ["--index", "0", "--scratch", str(tmp / "scratch")]
+    return subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def stop_wrapper(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(15)
+    if proc.stderr:
+        proc.stderr.close()
+
+
+def started_touch(root: Path) -> int:
+    """The root's time once `started` is written and the root touched after it."""
+
+    def seen():
+        started = root / "0" / "started"
+        if not started.exists():
+            return 0
+        t = mtime_ns(root)
+        return t if t != OLD_NS and t >= mtime_ns(started) else 0
+
+    return wait_for("the root touched after started", seen, 10)
+
+
+def test_root_touched_after_started_and_exit_but_not_by_heartbeat(tmp_path):
+    sb = make_sandbox(tmp_path, [job(["/bin/sleep", "60"])], heartbeat=1)
+    proc = start_wrapper(tmp_path, sb)
+    root = tmp_path / "out"
+    try:
+        after_start = started_touch(root)
+        beat = root / "0" / "heartbeat"
+        # two rewrites of the heartbeat file later, the root has not moved
+        first = wait_for("the first heartbeat", lambda: beat.exists() and mtime_ns(beat), 10)
+        second = wait_for("a heartbeat", lambda: mtime_ns(beat) != first and mtime_ns(beat), 10)
+        wait_for("another heartbeat", lambda: mtime_ns(beat) != second, 10)
+        assert mtime_ns(root) == after_start
+        assert not (root / "0" / "progress").exists()
+    finally:
+        stop_wrapper(proc)
+    assert read_exit(root / "0").code == 143
+    assert mtime_ns(root) >= mtime_ns(root / "0" / "exit_code") > after_start
+
+
+RESET_ROOT = "import os; r = os.path.dirname(os.environ['JIM_OUTDIR']); os.utime(r, ns=(%d, %d))" % (OLD_NS, OLD_NS)
+
+
+@pytest.mark.parametrize("error", [False, True], ids=["job-exit", "wrapper-error"])
+def test_root_touched_after_exit_file(tmp_path, error):
+    # the job sets the root's time far back as its last act; only the wrapper's touch after
+    # writing the exit-code file moves it again (also when collecting outputs fails afterwards:
+    # an `outputs` that is a file, not a directory, is a wrapper error)
+    code = RESET_ROOT + ("; open(os.path.join(os.environ['JIM_OUTDIR'], 'outputs'), 'w')" if error else "")
+    sb = make_sandbox(tmp_path, [job([sys.executable, "-c", code])], outputs=["*.root"])
+    p = run_wrapper(tmp_path, sb)
+    root = tmp_path / "out"
+    result = read_exit(root / "0")
+    if error:
+        assert p.returncode == 1 and "wrapper_error" in result.info
+    else:
+        assert p.returncode == 0 and result.code == 0, p.stderr
+    assert mtime_ns(root) != OLD_NS
+    assert mtime_ns(root) >= mtime_ns(root / "0" / "exit_code")
+
+
+@pytest.mark.slow
+def test_root_touched_when_job_appends_progress(tmp_path):
+    # the job appends to the progress file itself (not with jim-progress); the heartbeat is 30 s,
+    # the progress file is still looked at every 5 s
+    gate = tmp_path / "go"
+    script = f'while [ ! -e "{gate}" ]; do sleep 0.05; done; echo "events 3 10" >> "$JIM_PROGRESS_FILE"; sleep 30'
+    sb = make_sandbox(tmp_path, [job(["/bin/sh", "-c", script])], heartbeat=30)
+    proc = start_wrapper(tmp_path, sb)
+    root = tmp_path / "out"
+    try:
+        started_touch(root)
+        os.utime(root, ns=(OLD_NS, OLD_NS))
+        gate.touch()
+        progress = root / "0" / "progress"
+        wait_for("the progress line", lambda: progress.exists() and progress.read_text() == "events 3 10\n", 10)
+        wait_for("the root touched after the progress line", lambda: mtime_ns(root) != OLD_NS, 8)
+        assert mtime_ns(root) >= mtime_ns(progress)
+        assert not (root / "0" / "exit_code").exists()
+    finally:
+        stop_wrapper(proc)
+
+
+def test_jim_progress_touches_the_root_of_its_own_progress_file(tmp_path):
+    tool = Path(builder.__file__).with_name("jim-progress")
+    root = tmp_path / "local"
+    outdir = root / "3.2"
+    outdir.mkdir(parents=True)
+    os.utime(root, ns=(OLD_NS, OLD_NS))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("JIM_")}
+    env = {**base, "JIM_OUTDIR": str(outdir), "JIM_PROGRESS_FILE": str(outdir / "progress")}
+    p = subprocess.run([str(tool), "events", "5", "10"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == ""
+    assert (outdir / "progress").read_text() == "events 5 10\n"
+    assert mtime_ns(root) != OLD_NS and mtime_ns(root) >= mtime_ns(outdir / "progress")
+    # a progress file the wrapper did not name: its directory's parent is left alone
+    other = tmp_path / "mine" / "sub"
+    other.mkdir(parents=True)
+    os.utime(tmp_path / "mine", ns=(OLD_NS, OLD_NS))
+    for env in (
+        {**base, "JIM_OUTDIR": str(outdir), "JIM_PROGRESS_FILE": str(other / "progress")},
+        {**base, "JIM_PROGRESS_FILE": str(other / "progress")},
+    ):
+        p = subprocess.run([str(tool), "x", "1", "2"], env=env, capture_output=True, text=True)
+        assert p.returncode == 0 and p.stderr == ""
+        assert mtime_ns(tmp_path / "mine") == OLD_NS
+    assert (other / "progress").read_text() == "x 1 2\nx 1 2\n"

@@ -129,6 +129,10 @@ def _clean(value: Any) -> str:
 # ---------------------------------------------------------------------------
 
 
+_STATE_BY_NAME: dict[str, LocalState] = {s.value: s for s in LocalState}
+_STATE_NAMES: dict[LocalState, str] = {s: s.value for s in LocalState}
+
+
 class LocalJob:
     """One <localjob> element."""
 
@@ -147,7 +151,11 @@ class LocalJob:
 
     @property
     def state(self) -> LocalState:
-        return LocalState(required(self.el, "state"))
+        value = required(self.el, "state")
+        try:
+            return _STATE_BY_NAME[value]  # (a dict lookup: a monitor pass asks this millions of times)
+        except KeyError:
+            return LocalState(value)  # (an unknown state: the ValueError the enum raises)
 
     @property
     def batch_id(self) -> str | None:
@@ -292,8 +300,9 @@ class LocalJob:
 
     def entered(self, state: LocalState) -> float | None:
         """When this local job last entered ``state`` (from its history)."""
+        name = _STATE_NAMES[state]
         for entry in reversed(child(self.el, "history")):
-            if entry.get("name") == state.value:
+            if entry.get("name") == name:
                 return parse_iso(entry.get("at"))
         return None
 

@@ -133,6 +133,9 @@ class _PassFailures:
 #: Seconds after which a grid job in which nothing changed is looked at again all the same (each grid job
 #: at its own moment within the period): a safety net, not the way news arrives.
 FULL_LOOK = 1800.0
+#: Seconds a ``local/`` directory's mtime must be old, when it is listed, to be trusted to show the next
+#: change (file times move in clock ticks, and a shared file system's clock may differ a little).
+SETTLE = 2.0
 
 
 @dataclass
@@ -155,6 +158,8 @@ class _Seen:
     root: int = -1
     dirs: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     """The wrappers' directories as found when its ``local/`` directory had the mtime ``root``."""
+    settled: bool = False
+    """``root`` was older than :data:`SETTLE` seconds when the directory was listed."""
 
     @classmethod
     def of(cls, mtime: int, job: GridJob, held_timeout: float, signature: object = None) -> _Seen:
@@ -190,6 +195,7 @@ class _Seen:
         """Carry over what was read of the batch answer and the wrappers' files before the record changed."""
         if before is not None:
             self.result, self.statuses, self.root, self.dirs = before.result, None, before.root, before.dirs
+            self.settled = before.settled
 
 
 @dataclass
@@ -289,8 +295,13 @@ def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: Quer
         root = os.stat(local_root).st_mtime_ns
     except OSError:
         root = 0
-    if root != seen.root:
+    if root != seen.root or not seen.settled:
+        scanned = time.time()
         seen.root, seen.dirs = root, localfiles.started_dirs(local_root) if root else {}
+        # a wrapper's touch in the same clock tick as this scan leaves the mtime as it is: a directory
+        # changed less than SETTLE seconds before the scan is listed again until it is older
+        seen.settled = scanned - root / 1e9 >= SETTLE
+    files = seen.root if seen.settled else tuple(sorted(seen.dirs.items()))
     # time matters too: a job absent without evidence turns LOST after a grace period, a hold that lasts
     # too long is cancelled, and every grid job is looked at again once in a long while
     waiting_on_time = statuses is not None and None in statuses
@@ -299,7 +310,7 @@ def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: Quer
     else:
         tick = int((now + zlib.crc32(job_id.encode()) % FULL_LOOK) // FULL_LOOK)
     due = seen.wake_at is not None and now >= seen.wake_at
-    return (statuses, seen.root, tick, due)
+    return (statuses, files, tick, due)
 
 
 def _query(adapter: Adapter, batch_ids: list[str]) -> QueryResult:

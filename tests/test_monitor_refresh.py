@@ -217,6 +217,8 @@ def test_a_long_lived_monitor_lists_the_wrappers_directories_only_when_local_cha
     site.fake.set_state(f"{job}.0", LocalState.RUNNING)
     local = site.db.home.local_dir(job, 0)
     local.mkdir(parents=True)
+    past = time.time() - 100
+    os.utime(local.parent, (past, past))  # (a directory just changed is listed again until it is 2 s old)
     memo = Memo()
     site.refresh(memo=memo)
     scans = []
@@ -231,6 +233,25 @@ def test_a_long_lived_monitor_lists_the_wrappers_directories_only_when_local_cha
     assert len(scans) == 1 and site.db.read(job).local(0).progress == [("d0gstar", 117, 250)]
 
 
+def test_a_directory_changed_just_before_it_was_listed_is_listed_again_until_it_settles(site, monkeypatch):
+    from jim import localfiles
+
+    job = site.grid_job(1)
+    site.fake.set_state(f"{job}.0", LocalState.RUNNING)
+    local = site.db.home.local_dir(job, 0)
+    local.mkdir(parents=True)  # local/ changed now: a touch within the same clock tick would not show
+    memo = Memo()
+    site.refresh(memo=memo)
+    scans = []
+    real = localfiles.started_dirs
+    monkeypatch.setattr(localfiles, "started_dirs", lambda root: scans.append(root) or real(root))
+    mtime = local.parent.stat().st_mtime_ns
+    (local / "progress").write_text("d0gstar 9 250\n")
+    os.utime(local.parent, ns=(mtime, mtime))  # the wrapper's touch, in the same tick as the listing
+    site.refresh(memo=memo)
+    assert scans and site.db.read(job).local(0).progress == [("d0gstar", 9, 250)]
+
+
 def test_news_the_wrapper_did_not_announce_is_still_seen_once_in_a_long_while(site):
     from jim.monitor import FULL_LOOK
 
@@ -239,10 +260,11 @@ def test_news_the_wrapper_did_not_announce_is_still_seen_once_in_a_long_while(si
     local = site.db.home.local_dir(job, 0)
     local.mkdir(parents=True)
     memo, t0 = Memo(), time.time()
+    past = int((t0 - 100) * 1e9)
+    os.utime(local.parent, ns=(past, past))
     site.refresh(memo=memo, now=t0)
-    mtime = local.parent.stat().st_mtime_ns
     (local / "progress").write_text("d0gstar 5 250\n")
-    os.utime(local.parent, ns=(mtime, mtime))  # a change the local/ directory's mtime does not show
+    os.utime(local.parent, ns=(past, past))  # a change the local/ directory's mtime does not show
     site.refresh(memo=memo, now=t0 + 1)
     assert site.db.read(job).local(0).progress == []
     site.refresh(memo=memo, now=t0 + FULL_LOOK + 1)

@@ -415,6 +415,8 @@ class Adapter(abc.ABC):
         self._transient = _pattern(self.transient_errors)
         self._gone = _pattern(self.gone_errors)
         self._answer: _Answer | None = None
+        self._parsed: tuple[str, dict[str, BatchStatus]] | None = None
+        """The last status command output this object parsed, and what it parsed to."""
 
     @property
     def max_chunk(self) -> int:
@@ -743,7 +745,7 @@ class Adapter(abc.ABC):
             result = self._interned(data["ok"], data.get("error", ""), data["at"], data["statuses"])
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
             return None
-        self._answer = _Answer(key, data["statuses"], result)
+        self._answer = _Answer(key, data["statuses"], result, None)
         return result
 
     def _interned(self, ok: bool, error: str, at: float, raw: dict[str, list[Any]]) -> QueryResult:
@@ -782,11 +784,27 @@ class Adapter(abc.ABC):
             return QueryResult(ok=False, error="another process is refreshing the batch status")
         try:
             fresh = self._query_at_start(batch_ids)
-            raw = {k: v.to_json() for k, v in fresh.statuses.items()}
-            _write_json(self._cache_path, {"at": fresh.at, "ok": fresh.ok, "error": fresh.error, "statuses": raw})
-            result = self._interned(fresh.ok, fresh.error, fresh.at, raw)
+            last = self._answer
+            if (
+                last is not None
+                and last.text is not None
+                and fresh.ok
+                and last.result.ok
+                and fresh.statuses is last.result.statuses
+            ):
+                # the batch system said exactly what it said last time: nothing to convert or compare
+                raw, text = last.raw, last.text
+                result = QueryResult(ok=True, error=fresh.error, at=fresh.at, statuses=last.result.statuses)
+            else:
+                raw = {k: v.to_json() for k, v in fresh.statuses.items()}
+                text = json.dumps(raw)
+                result = self._interned(fresh.ok, fresh.error, fresh.at, raw)
+                if self._parsed is not None and self._parsed[1] is fresh.statuses:
+                    self._parsed = (self._parsed[0], result.statuses)
+            head = json.dumps({"at": result.at, "ok": result.ok, "error": result.error})
+            _write_text(self._cache_path, f'{head[:-1]}, "statuses": {text}}}')
             try:
-                self._answer = _Answer(disk_key(self._cache_path), raw, result)
+                self._answer = _Answer(disk_key(self._cache_path), raw, result, text)
             except OSError:
                 self._answer = None
             return result
@@ -933,7 +951,12 @@ class CommandAdapter(Adapter):
     def query(self, batch_ids: list[str]) -> QueryResult:
         try:
             proc = self.run(self.status_argv(), error=QueryError, accept=self.status_accept)
-            return QueryResult(ok=True, statuses=self.parse_status(proc.stdout))
+            last = self._parsed
+            if last is not None and last[0] == proc.stdout:
+                return QueryResult(ok=True, statuses=last[1])  # the very same output: the same statuses
+            statuses = self.parse_status(proc.stdout)
+            self._parsed = (proc.stdout, statuses)
+            return QueryResult(ok=True, statuses=statuses)
         except QueryError as e:
             return QueryResult(ok=False, error=e.message)
         except ValueError as e:
@@ -996,11 +1019,17 @@ class _Answer:
     key: object
     raw: dict[str, list[Any]]
     result: QueryResult
+    text: str | None
+    """``raw`` as JSON, when this object wrote it."""
 
 
 def _write_json(path: Path, data: Any) -> None:
+    _write_text(path, json.dumps(data))
+
+
+def _write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(data))
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 

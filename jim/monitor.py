@@ -152,9 +152,9 @@ class _Seen:
     """When the first retry in its cool-off is due, if every unsubmitted local job waits for one."""
     wake_at: float | None = None
     """When a rule of time (a hold that lasts too long) may change it with no other news."""
-    result: QueryResult | None = None
+    answer: dict[str, BatchStatus] | None = None
     statuses: tuple[object, ...] | None = None
-    """The statuses of ``batch_ids`` in ``result`` (the answer they were taken from)."""
+    """The statuses of ``batch_ids`` in ``answer`` (the status answer they were taken from)."""
     root: int = -1
     dirs: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     """The wrappers' directories as found when its ``local/`` directory had the mtime ``root``."""
@@ -194,7 +194,7 @@ class _Seen:
     def keep_inputs(self, before: _Seen | None) -> None:
         """Carry over what was read of the batch answer and the wrappers' files before the record changed."""
         if before is not None:
-            self.result, self.statuses, self.root, self.dirs = before.result, None, before.root, before.dirs
+            self.answer, self.statuses, self.root, self.dirs = before.answer, None, before.root, before.dirs
             self.settled = before.settled
 
 
@@ -284,12 +284,12 @@ def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: Quer
     the wrappers' directories listed again only when the ``local/`` directory changed."""
     if not result.ok:
         statuses = None
-    elif seen.statuses is not None and seen.result is result:
-        statuses = seen.statuses
+    elif seen.statuses is not None and seen.answer is result.statuses:
+        statuses = seen.statuses  # (the same answer, or a new one that says exactly the same)
     else:
         got = result.statuses.get
         statuses = tuple(got(b) for b in seen.batch_ids)
-        seen.result, seen.statuses = result, statuses
+        seen.answer, seen.statuses = result.statuses, statuses
     local_root = db.home.job_dir(job_id) / "local"
     try:
         root = os.stat(local_root).st_mtime_ns
@@ -557,8 +557,8 @@ def _follow_up(
         # what this pass applied, as the next pass will see it if nothing changes: the statuses of the
         # local jobs still active, from the same answer, and the rules of time as they stand now
         statuses, root, tick, _due = typing.cast(tuple[object, int, int, bool], signature)
-        if statuses is not None and fresh.result is not None:
-            got = fresh.result.statuses.get
+        if statuses is not None and fresh.answer is not None:
+            got = fresh.answer.get
             statuses = fresh.statuses = tuple(got(b) for b in fresh.batch_ids)
         fresh.signature = (statuses, root, tick, fresh.wake_at is not None and now >= fresh.wake_at)
     memo.seen[job_id] = fresh

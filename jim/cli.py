@@ -591,14 +591,14 @@ def cmd_resubmit(config: Config, args: Any, out: None) -> int:
 def cmd_status(config: Config, args: Any, out: None) -> int:
     from jim.db import Database  # (lazy: not poll's)
     from jim.paths import Home  # (lazy: not poll's)
-    from jim.status import dump, render_status, status_json  # (lazy: not poll's)
+    from jim.status import dump, render_job, status_json  # (lazy: not poll's)
 
     home = Home(config.home)
-    data = status_json(Database(home, config.deadlines.lock).read(home.check_id(args.job_id)))
+    job = Database(home, config.deadlines.lock).read(home.check_id(args.job_id))
     if args.json:
-        print(dump(data))
+        print(dump(status_json(job)))
     else:
-        print(render_status(data), end="")
+        print(render_job(job), end="")  # (the text of render_status(status_json(job)), full rows only for those shown)
     return 0
 
 

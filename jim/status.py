@@ -28,7 +28,10 @@ import json
 import math
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from lxml import etree
 
 from jim.db import GridJob, LocalJob, required
 from jim.timestamps import parse_iso
@@ -127,10 +130,107 @@ def sort_key(lj: dict, now: float):
 
 
 def render_status(data: dict[str, Any], *, rows: int = 20, now: float | None = None) -> str:
-    """What ``jim status ID`` prints: the grid job, its counts and progress, then the local jobs that
-    need a look first (see the module docstring), at most ``rows`` of them."""
+    """What ``jim status ID`` prints, from :func:`status_json`: the grid job, its counts and progress, then
+    the local jobs that need a look first (see the module docstring), at most ``rows`` of them."""
     now = time.time() if now is None else now
-    lines = _header(data, now) + _counts_and_progress(data, now) + _local_table(data, rows, now)
+    locals_ = data.get("localJobs") or []
+    view = _View(
+        reporting=sum(1 for lj in locals_ if lj.get("progress")),
+        phases=phase_totals(locals_),
+        by_hand=sum(1 for lj in locals_ for a in lj.get("attempts") or () if a.get("retryBy")),
+        ordered=sorted(locals_, key=lambda lj: sort_key(lj, now)),
+        full=_itself,
+        attempts=_attempts_in_row,
+    )
+    return _render(data, view, rows, now)
+
+
+def render_job(job: GridJob, *, rows: int = 20, now: float | None = None) -> str:
+    """The same text as ``render_status(status_json(job))``, read straight from the record: of every local
+    job only what the counts, the progress, the retries and the order need (:func:`_light_row`), full rows
+    (:func:`local_row`) only for the local jobs shown: ``jim status ID`` of 10,000 local jobs builds 20."""
+    now = time.time() if now is None else now
+    data, phases = job_summary(job)
+    lights = [_light_row(lj) for lj in job.local_jobs()]
+    keyed = [(sort_key(light, now), light) for light in lights]
+    keyed.sort(key=_first)
+    by_hand = _BY_HAND(job.root)
+    view = _View(
+        reporting=sum(1 for light in lights if light["_reports"]),
+        phases=phases,
+        by_hand=int(by_hand) if isinstance(by_hand, float) else 0,
+        ordered=[light for _key, light in keyed],
+        full=_full_row,
+        attempts=_attempts_of_light,
+    )
+    return _render(data, view, rows, now)
+
+
+class _View(NamedTuple):
+    """What the text view needs of the local jobs besides the grid job's summary."""
+
+    reporting: int  # local jobs that reported progress
+    phases: list[tuple[str, int, int, int]]  # :func:`phase_totals`
+    by_hand: int  # attempts followed by another that someone asked for
+    ordered: list[dict[str, Any]]  # rows in the table's order (full rows, or light ones)
+    full: Callable[[dict[str, Any]], dict[str, Any]]  # the full row (:func:`local_row`) of one of them
+    attempts: Callable[[dict[str, Any]], int]  # how many attempts one of them has (its full row's ``attempts``)
+
+
+def _itself(row: dict[str, Any]) -> dict[str, Any]:
+    return row
+
+
+def _attempts_in_row(row: dict[str, Any]) -> int:
+    return len(row.get("attempts") or ())
+
+
+def _first(kv: tuple[Any, Any]) -> Any:
+    return kv[0]
+
+
+#: attempts followed by another that someone asked for (a row's ``attempts`` with a ``retryBy``)
+_BY_HAND = etree.XPath("count(localjobs/localjob/attempts/attempt[@retryBy != ''])")
+
+
+def _light_row(lj: LocalJob) -> dict[str, Any]:
+    """Of one local job, what :func:`sort_key`, the counts and the retries line read, with the same
+    values as its :func:`local_row` (the phases only of a running job: only its order needs them)."""
+    el = lj.el
+    get = el.get
+    state = get("state")
+    return {
+        "index": lj.index,
+        "state": state,
+        "submitted": get("submitted"),
+        "started": get("started"),
+        "ended": get("ended"),
+        "attempt": lj.attempt,
+        "retryAfter": get("retryAfter"),
+        "progress": progress_of(el) if state == "RUNNING" else None,
+        "_reports": el.find("progress/phase") is not None,
+        "_lj": lj,
+    }
+
+
+def _full_row(light: dict[str, Any]) -> dict[str, Any]:
+    """The :func:`local_row` of a light row (made once)."""
+    row = light.get("_row")
+    if row is None:
+        row = light["_row"] = local_row(light["_lj"])
+    return row
+
+
+def _attempts_of_light(light: dict[str, Any]) -> int:
+    """``len(local_row(lj)["attempts"])`` of a light row: the attempts before the current one, and it."""
+    row = light.get("_row")
+    if row is not None:
+        return len(row["attempts"])
+    return len(light["_lj"].el.findall("attempts/attempt")) + 1
+
+
+def _render(data: dict[str, Any], view: _View, rows: int, now: float) -> str:
+    lines = _header(data, now) + _counts_and_progress(data, view, now) + _local_table(data, view, rows, now)
     return "\n".join(lines) + "\n"
 
 
@@ -153,8 +253,7 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
     return lines
 
 
-def _counts_and_progress(data: dict[str, Any], now: float) -> list[str]:
-    locals_ = data.get("localJobs") or []
+def _counts_and_progress(data: dict[str, Any], view: _View, now: float) -> list[str]:
     counts = data.get("counts") or {}
     n = sum(counts.values())
     by_state = ", ".join(f"{c} {safe(s)}" for s, c in sorted(counts.items(), key=lambda kv: ORDER.get(kv[0], 99)))
@@ -164,12 +263,11 @@ def _counts_and_progress(data: dict[str, Any], now: float) -> list[str]:
         fraction = prog.get("fraction")
         if fraction is None:
             fraction = prog["done"] / prog["total"]
-        reporting = sum(1 for lj in locals_ if lj.get("progress"))
         lines.append(
             f"  progress   {bar(fraction)}  ({prog['done']} of {prog['total']} units reported"
-            f" by {reporting} of {n} local jobs)"
+            f" by {view.reporting} of {n} local jobs)"
         )
-        phases = phase_totals(locals_)
+        phases = view.phases
         if len(phases) > 1:
             width = max(len(safe(p[0])) for p in phases)
             lines += [
@@ -177,7 +275,7 @@ def _counts_and_progress(data: dict[str, Any], now: float) -> list[str]:
             ]
     finished = sum(c for s, c in counts.items() if s in TERMINAL)
     lines.append(f"  ended      {bar(finished / n if n else None)}  ({finished} of {n} local jobs)")
-    lines += _retries_line(data, now)
+    lines += _retries_line(data, view, now)
     if data.get("outputTar"):
         lines.append(f"  output tar {safe(data['outputTar'])}")
     if data.get("failReason"):
@@ -197,16 +295,16 @@ def _waits(lj: dict[str, Any], now: float) -> bool:
     return lj.get("state") == "PLANNED" and after is not None and after > now
 
 
-def _retries_line(data: dict[str, Any], now: float) -> list[str]:
+def _retries_line(data: dict[str, Any], view: _View, now: float) -> list[str]:
     """``  retries    4 (3 local jobs tried again; 1 waiting for its cool-off)``, when there were any."""
-    locals_ = data.get("localJobs") or []
+    locals_ = view.ordered
     retries = data.get("retries")
     if not isinstance(retries, int):
         retries = sum(_attempt_count(lj) - 1 for lj in locals_)
     if retries <= 0:
         return []
     again = sum(1 for lj in locals_ if _attempt_count(lj) > 1)
-    by_hand = sum(1 for lj in locals_ for a in lj.get("attempts") or () if a.get("retryBy"))
+    by_hand = view.by_hand
     waiting = sum(1 for lj in locals_ if _waits(lj, now))
     parts = [f"{again} local job{'' if again == 1 else 's'} tried again"]
     if by_hand:
@@ -216,8 +314,8 @@ def _retries_line(data: dict[str, Any], now: float) -> list[str]:
     return [f"  retries    {retries} ({'; '.join(parts)})"]
 
 
-def _local_table(data: dict[str, Any], rows: int, now: float) -> list[str]:
-    ordered = sorted(data.get("localJobs") or [], key=lambda lj: sort_key(lj, now))
+def _local_table(data: dict[str, Any], view: _View, rows: int, now: float) -> list[str]:
+    ordered = view.ordered
     if not ordered:
         return []
     tried = any(_attempt_count(lj) > 1 for lj in ordered)  # the TRY column only when some were retried
@@ -227,7 +325,7 @@ def _local_table(data: dict[str, Any], rows: int, now: float) -> list[str]:
         f"  {'#':>5} {'STATE':<10}{try_head} {'EXIT':>4} {'TIME':>7}  {'BATCH ID':<22} {'EVIDENCE':<18} "
         "PROGRESS / REASON",
     ]
-    for lj in ordered[:rows]:
+    for lj in map(view.full, ordered[:rows]):
         ph = "; ".join(f"{safe(p['name'])} {p['done']}/{p['total']}" for p in lj.get("progress") or ())
         reason = safe(lj.get("reason"))[:120]
         info = " | ".join(x for x in (reason if lj["state"] != "DONE" else "", ph) if x)
@@ -240,7 +338,7 @@ def _local_table(data: dict[str, Any], rows: int, now: float) -> list[str]:
     if len(ordered) > rows:
         lines.append(f"  ... {len(ordered) - rows} more local jobs (jim status {safe(data['id'])} --json for all)")
     if tried:
-        lines += _attempts_section(data, [lj for lj in ordered if _attempt_count(lj) > 1], rows, now)
+        lines += _attempts_section(data, view, [lj for lj in ordered if _attempt_count(lj) > 1], rows, now)
     return lines
 
 
@@ -264,7 +362,9 @@ def _attempt_info(a: dict[str, Any], lj: dict[str, Any], current: bool, now: flo
     return " | ".join([*ended, after])
 
 
-def _attempts_section(data: dict[str, Any], retried: list[dict[str, Any]], rows: int, now: float) -> list[str]:
+def _attempts_section(
+    data: dict[str, Any], view: _View, retried: list[dict[str, Any]], rows: int, now: float
+) -> list[str]:
     """Every attempt of the local jobs tried more than once, in the table's order, at most ``rows`` lines."""
     lines = [
         "",
@@ -273,6 +373,10 @@ def _attempts_section(data: dict[str, Any], retried: list[dict[str, Any]], rows:
     ]
     shown = total = 0
     for lj in retried:
+        if shown >= rows:  # (only counted: no full row for it)
+            total += view.attempts(lj)
+            continue
+        lj = view.full(lj)
         attempts = lj.get("attempts") or []
         for i, a in enumerate(attempts):
             total += 1

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import random
 import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
 
 from jim.db import Database, new_record
 from jim.jobid import new_job_id
 from jim.paths import Home
 from jim.states import Evidence, LocalState
-from jim.status import bar, duration, job_fraction, phase_totals, render_status, safe, sort_key, status_json
+from jim.status import (
+    bar,
+    duration,
+    job_fraction,
+    phase_totals,
+    render_job,
+    render_status,
+    safe,
+    sort_key,
+    status_json,
+)
 from jim.timestamps import now_iso
 
 NOW = 1_800_000_000.0
@@ -278,3 +294,111 @@ def test_jim_status_command(jim_env):
 
     bad = jim_env.run("status", "../../etc/passwd")
     assert bad.returncode == 1 and "not a jim job id" in bad.stderr
+
+
+def mixed_record(n: int, seed: int):
+    """A grid job of ``n`` local jobs in every state, made through the database API: some tried more
+    than once (by jim or by hand, some waiting for a cool-off), progress in several phases (some over
+    their totals), failures with causes and reasons, held and suspended ones, equal wall times."""
+    rng = random.Random(seed)
+    job_id = new_job_id()
+    rec = new_record(
+        job_id,
+        jobtype="montecarlo",
+        name=f"mixed {seed}",
+        owner="u",
+        adapter="fork",
+        description={"executable": ["/bin/mc"]},
+        source_format="rsl",
+        source_text="&(executable=/bin/mc)",
+        plan={"localJobs": n, "binding": "count"},
+        explanation=f"{n} local jobs",
+        slices=[{"firstEvent": k + 1, "lastEvent": k + 1, "events": 1} for k in range(n)],
+    )
+    phases = ["generation", "d0gstar", "reconstruction\x1b[1m"]
+    ends = [
+        (LocalState.DONE, Evidence.WRAPPER_EXIT_FILE, 0, None),
+        (LocalState.FAILED, Evidence.WRAPPER_EXIT_FILE, 3, "exit code 3"),
+        (LocalState.FAILED, Evidence.BATCH, None, "NODE_FAIL (NodeDown); node failure (NODE_FAIL)"),
+        (LocalState.CANCELLED, Evidence.CANCEL, None, "cancelled\x1b]0;x\x07"),
+        (LocalState.LOST, Evidence.ABSENT_AFTER_GRACE, None, "gone"),
+    ]
+    for j in rec.local_jobs():
+        at = NOW - rng.choice([3600, 1800, 600, 600, 60])  # equal times: the index breaks the tie
+        for _ in range(rng.choice([0, 0, 0, 1, 2])):  # earlier attempts
+            j.set_state(LocalState.SUBMITTING, at=at)
+            j.batch_id = f"{rng.randrange(10**6)}"
+            j.set_state(LocalState.RUNNING, at=at + 5)
+            j.set("node", f"node{rng.randrange(9)}")
+            state, evidence, code, reason = rng.choice(ends[1:])
+            j.set_state(state, evidence=evidence, exit_code=code, reason=reason, at=at + 60)
+            if rng.random() < 0.5:
+                j.set("cause", rng.choice(["NODE_FAIL", "PREEMPTED"]))
+            if rng.random() < 0.3:
+                j.set("killedBy", "root\x1b")
+            by = rng.choice([None, None, "alice", "<b>mallory</b>"])
+            wait = rng.choice([None, NOW - 10, NOW + 600])
+            j.new_attempt(rng.choice(["node failure", "preempted"]), by=by, retry_after=wait, at=at + 70)
+            at += 100
+        kind = rng.choice(["planned", "queued", "held", "running", "running", "suspended", "ended", "ended"])
+        if kind == "planned":
+            continue
+        j.set_state(LocalState.SUBMITTING, at=at)
+        j.batch_id = f"{rng.randrange(10**6)}.batch"
+        j.set_state(LocalState.QUEUED, at=at + 1)
+        if kind == "held":
+            j.set_state(LocalState.HELD, reason="held by admin", at=at + 2)
+            continue
+        if kind == "queued":
+            continue
+        j.set_state(LocalState.RUNNING, at=at + rng.choice([2, 10]))
+        if rng.random() < 0.7:
+            names = rng.sample(phases, rng.randrange(1, 4))
+            done = {p: (rng.randrange(0, 300), rng.choice([0, 100, 250])) for p in names}
+            j.set_progress(done, at=at + 20)
+        if kind == "suspended":
+            j.set_state(LocalState.SUSPENDED, at=at + 30)
+        elif kind == "ended":
+            state, evidence, code, reason = rng.choice(ends)
+            j.set_state(state, evidence=evidence, exit_code=code, reason=reason, at=at + rng.choice([30, 40]))
+    rec.recompute(at=NOW - 30)
+    return rec
+
+
+@pytest.mark.parametrize(("n", "seed"), [(1, 1), (7, 2), (25, 3), (60, 4), (300, 5)])
+def test_text_from_the_record_is_the_text_from_status_json(n, seed):
+    """``jim status ID`` reads only what it shows from the record (render_job): the same bytes as the text
+    made from the full ``jim status --json`` rows, with retries, phases, failures, held jobs, > 20 rows."""
+    rec = mixed_record(n, seed)
+    for rows in (20, 3, 1, 1000):
+        expected = render_status(status_json(rec), rows=rows, now=NOW)
+        assert render_job(rec, rows=rows, now=NOW) == expected
+    if n >= 60:  # the record covers what the text shows
+        text = render_job(rec, now=NOW)
+        assert "more local jobs" in text and "more attempts of" in text and " TRY " in text
+        assert "by hand" in text and "waiting for" in text and "HELD" in text and "reconstruction" in text
+    # and from the record as written and read back
+    home = Home(Path(tempfile.mkdtemp(prefix="jim-status-")))
+    try:
+        db = Database(home.ensure())
+        db.create(rec)
+        back = db.read(rec.id)
+        assert render_job(back, now=NOW) == render_status(status_json(back), now=NOW)
+    finally:
+        shutil.rmtree(home.root, ignore_errors=True)
+
+
+def test_jim_status_text_is_the_text_of_its_json(jim_env):
+    """The real command: the text of ``jim status ID`` is what render_status makes of ``--json``'s output
+    (at the command's own ``now``: the rows are compared without the wall times and ages)."""
+    db = Database(Home(jim_env.home).ensure())
+    rec = mixed_record(60, 7)
+    db.create(rec)
+    proc = jim_env.run("status", rec.id)
+    assert proc.returncode == 0, proc.stderr
+    expected = render_status(jim_env.status(rec.id))
+
+    def timeless(text: str) -> list[str]:
+        return [re.sub(r"\b\d+[smhd](\d+[smh])?\b", "T", line) for line in text.splitlines()]
+
+    assert timeless(proc.stdout) == timeless(expected)

@@ -38,11 +38,12 @@ Per scenario:
   batch commands per minute (the fake controller's event log, one line per command run);
 * **10 % finishing per pass** (``--finish-passes``): before each, 10 % of every grid job's local jobs
   end COMPLETED in the batch system; the time of the first pass that starts after that;
-* ``jim poll --job-id`` p50 / p99 against ``python3 -c pass`` (the same python), while the monitors run.
+* ``jim poll --job-id`` p50 / p99 against ``python3 -c pass`` (the same python, run by turns with the
+  polls), while the monitors run.
 
 At the end the growth exponents: the slope of log(pass time, nothing changing: p50 and max, whole and
 jim's own, i.e. without the time in batch commands) and of log(CPU seconds per minute) against log(L),
-least squares over the scenarios run.
+least squares over the one-user scenarios.
 
 ``--profile``: after the largest scenario (L = 100,000 with the defaults) its monitors are stopped and
 one full pass (an empty memo: every record read and written, as after a monitor start) of the first
@@ -431,11 +432,11 @@ idle_exit = 3600
         }
         print(f"  {name}: steady {res['nothing changing']}", flush=True)
         # ---- jim poll while the monitors run ---------------------------------------------
-        polls = []
-        for r in range(args.runs):
+        polls, base = [], []
+        for r in range(args.runs):  # turn about, so that both see the same load
             usr = users[r % n_users]
             polls += timed([*jim, "poll", "--job-id", usr.jobs[r % len(usr.jobs)]], env=usr.env, n=1)
-        base = timed([py, "-c", "pass"], n=args.runs)
+            base += timed([py, "-c", "pass"], n=1)
         res["jim poll"] = {
             "p50 ms": round(statistics.median(polls), 1),
             "p99 ms": round(pct(polls, 0.99), 1),
@@ -563,7 +564,11 @@ def main() -> None:
             save(results)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    done = [(r["L"], r["nothing changing"]) for r in results["scenarios"].values() if "nothing changing" in r]
+    done = [  # one user each: a monitor follows its own user's L
+        (r["L"], r["nothing changing"])
+        for r in results["scenarios"].values()
+        if "nothing changing" in r and r.get("users", 1) == 1
+    ]
     results["growth exponent vs L (nothing changing)"] = {
         "pass p50": slope([x for x, _ in done], [s["pass p50 ms"] for _, s in done]),
         "pass max": slope([x for x, _ in done], [s["pass max ms"] for _, s in done]),

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 from lxml import etree
 
-from jim.db import GridJob, LocalJob, required
+from jim.db import GridJob, LocalJob, child, required
 from jim.timestamps import parse_iso
 
 ORDER = {
@@ -119,14 +119,20 @@ def phase_totals(locals_: list[dict]) -> list[tuple[str, int, int, int]]:
 
 def sort_key(lj: dict, now: float):
     """Failed and stuck first, then the slowest (see the module docstring)."""
-    e = elapsed(lj, now)
-    e0 = e or 0.0
-    if lj["state"] == "RUNNING":
-        f = job_fraction(lj)
-        heading_for = e0 / f if f else math.inf
+    state = lj["state"]
+    return _order_key(state, lj.get, job_fraction(lj) if state == "RUNNING" else None, lj["index"], now)
+
+
+def _order_key(state: str | None, get: Callable[[str], Any], fraction: float | None, index: int, now: float):
+    """:func:`sort_key` of a local job in that state, with ``get`` its times (of a row, or of a <localjob>),
+    that fraction done (of a running job) and that index."""
+    start = parse_iso(get("started")) or parse_iso(get("submitted"))  # its wall time (elapsed), 0 when unknown
+    e0 = max((parse_iso(get("ended")) or now) - start, 0.0) if start else 0.0
+    if state == "RUNNING":
+        heading_for = e0 / fraction if fraction else math.inf
     else:
         heading_for = e0
-    return (ORDER.get(lj["state"], 99), -heading_for, -e0, lj["index"])
+    return (ORDER.get(state, 99), -heading_for, -e0, index)
 
 
 def render_status(data: dict[str, Any], *, rows: int = 20, now: float | None = None) -> str:
@@ -134,11 +140,15 @@ def render_status(data: dict[str, Any], *, rows: int = 20, now: float | None = N
     the local jobs that need a look first (see the module docstring), at most ``rows`` of them."""
     now = time.time() if now is None else now
     locals_ = data.get("localJobs") or []
+    ordered = sorted(locals_, key=lambda lj: sort_key(lj, now))
+    retried = [lj for lj in ordered if _attempt_count(lj) > 1]
     view = _View(
         reporting=sum(1 for lj in locals_ if lj.get("progress")),
         phases=phase_totals(locals_),
         by_hand=sum(1 for lj in locals_ for a in lj.get("attempts") or () if a.get("retryBy")),
-        ordered=sorted(locals_, key=lambda lj: sort_key(lj, now)),
+        waiting=sum(1 for lj in locals_ if _waits(lj, now)),
+        ordered=ordered,
+        retried=retried,
         full=_itself,
         attempts=_attempts_in_row,
     )
@@ -147,19 +157,41 @@ def render_status(data: dict[str, Any], *, rows: int = 20, now: float | None = N
 
 def render_job(job: GridJob, *, rows: int = 20, now: float | None = None) -> str:
     """The same text as ``render_status(status_json(job))``, read straight from the record: of every local
-    job only what the counts, the progress, the retries and the order need (:func:`_light_row`), full rows
-    (:func:`local_row`) only for the local jobs shown: ``jim status ID`` of 10,000 local jobs builds 20."""
+    job only what the counts, the progress, the retries and the order need, full rows (:func:`local_row`)
+    only for the local jobs shown: ``jim status ID`` of 10,000 local jobs builds 20."""
     now = time.time() if now is None else now
-    data, phases = job_summary(job)
-    lights = [_light_row(lj) for lj in job.local_jobs()]
-    keyed = [(sort_key(light, now), light) for light in lights]
+    # the elements in a list of its own, not GridJob.local_jobs()'s kept with the record: lxml frees 10,000
+    # element proxies at a third of the cost while their document is still held (here) than after it
+    elements = list(child(job.root, "localjobs"))
+    reporting = set(_REPORTING(job.root))  # (the same proxies as in elements: lxml keeps one per element)
+    counts: dict[str, int] = {}  # (GridJob.counts(): every state in the order of its first local job)
+    keyed = []
+    n_reporting = waiting = 0
+    for el in elements:
+        get = el.get
+        state = get("state")
+        if state is not None:
+            counts[state] = counts.get(state, 0) + 1
+        reports = el in reporting
+        n_reporting += reports
+        fraction = job_fraction({"progress": progress_of(el)}) if reports and state == "RUNNING" else None
+        key = _order_key(state, get, fraction, int(required(el, "index")), now)
+        if state == "PLANNED":
+            after = parse_iso(get("retryAfter"))
+            waiting += after is not None and after > now
+        attempt = get("attempt")
+        keyed.append((key, {"attempt": int(attempt) if attempt else 1, "_el": el}))  # (LocalJob.attempt)
     keyed.sort(key=_first)
+    ordered = [light for _key, light in keyed]
+    data, phases = _summary(job, counts)
     by_hand = _BY_HAND(job.root)
     view = _View(
-        reporting=sum(1 for light in lights if light["_reports"]),
+        reporting=n_reporting,
         phases=phases,
         by_hand=int(by_hand) if isinstance(by_hand, float) else 0,
-        ordered=[light for _key, light in keyed],
+        waiting=waiting,
+        ordered=ordered,
+        retried=[light for light in ordered if _attempt_count(light) > 1],
         full=_full_row,
         attempts=_attempts_of_light,
     )
@@ -172,7 +204,9 @@ class _View(NamedTuple):
     reporting: int  # local jobs that reported progress
     phases: list[tuple[str, int, int, int]]  # :func:`phase_totals`
     by_hand: int  # attempts followed by another that someone asked for
-    ordered: list[dict[str, Any]]  # rows in the table's order (full rows, or light ones)
+    waiting: int  # local jobs waiting for a retry's cool-off
+    ordered: list[dict[str, Any]]  # rows in the table's order (full rows, or light ones: ``attempt`` and more)
+    retried: list[dict[str, Any]]  # those of them tried more than once, in the same order
     full: Callable[[dict[str, Any]], dict[str, Any]]  # the full row (:func:`local_row`) of one of them
     attempts: Callable[[dict[str, Any]], int]  # how many attempts one of them has (its full row's ``attempts``)
 
@@ -191,33 +225,17 @@ def _first(kv: tuple[Any, Any]) -> Any:
 
 #: attempts followed by another that someone asked for (a row's ``attempts`` with a ``retryBy``)
 _BY_HAND = etree.XPath("count(localjobs/localjob/attempts/attempt[@retryBy != ''])")
-
-
-def _light_row(lj: LocalJob) -> dict[str, Any]:
-    """Of one local job, what :func:`sort_key`, the counts and the retries line read, with the same
-    values as its :func:`local_row` (the phases only of a running job: only its order needs them)."""
-    el = lj.el
-    get = el.get
-    state = get("state")
-    return {
-        "index": lj.index,
-        "state": state,
-        "submitted": get("submitted"),
-        "started": get("started"),
-        "ended": get("ended"),
-        "attempt": lj.attempt,
-        "retryAfter": get("retryAfter"),
-        "progress": progress_of(el) if state == "RUNNING" else None,
-        "_reports": el.find("progress/phase") is not None,
-        "_lj": lj,
-    }
+#: the local jobs that reported progress (at least one phase)
+_REPORTING = etree.XPath("localjobs/localjob[progress/phase]")
+#: every phase any local job reported, in the record's order
+_PHASES = etree.XPath("localjobs/localjob/progress/phase")
 
 
 def _full_row(light: dict[str, Any]) -> dict[str, Any]:
     """The :func:`local_row` of a light row (made once)."""
     row = light.get("_row")
     if row is None:
-        row = light["_row"] = local_row(light["_lj"])
+        row = light["_row"] = local_row(LocalJob(light["_el"]))
     return row
 
 
@@ -226,7 +244,7 @@ def _attempts_of_light(light: dict[str, Any]) -> int:
     row = light.get("_row")
     if row is not None:
         return len(row["attempts"])
-    return len(light["_lj"].el.findall("attempts/attempt")) + 1
+    return len(light["_el"].findall("attempts/attempt")) + 1
 
 
 def _render(data: dict[str, Any], view: _View, rows: int, now: float) -> str:
@@ -303,9 +321,9 @@ def _retries_line(data: dict[str, Any], view: _View, now: float) -> list[str]:
         retries = sum(_attempt_count(lj) - 1 for lj in locals_)
     if retries <= 0:
         return []
-    again = sum(1 for lj in locals_ if _attempt_count(lj) > 1)
+    again = len(view.retried)
     by_hand = view.by_hand
-    waiting = sum(1 for lj in locals_ if _waits(lj, now))
+    waiting = view.waiting
     parts = [f"{again} local job{'' if again == 1 else 's'} tried again"]
     if by_hand:
         parts.append(f"{by_hand} by hand")
@@ -318,7 +336,7 @@ def _local_table(data: dict[str, Any], view: _View, rows: int, now: float) -> li
     ordered = view.ordered
     if not ordered:
         return []
-    tried = any(_attempt_count(lj) > 1 for lj in ordered)  # the TRY column only when some were retried
+    tried = bool(view.retried)  # the TRY column only when some were retried
     try_head = f" {'TRY':>3}" if tried else ""
     lines = [
         "",
@@ -338,7 +356,7 @@ def _local_table(data: dict[str, Any], view: _View, rows: int, now: float) -> li
     if len(ordered) > rows:
         lines.append(f"  ... {len(ordered) - rows} more local jobs (jim status {safe(data['id'])} --json for all)")
     if tried:
-        lines += _attempts_section(data, view, [lj for lj in ordered if _attempt_count(lj) > 1], rows, now)
+        lines += _attempts_section(data, view, view.retried, rows, now)
     return lines
 
 
@@ -514,8 +532,13 @@ def job_summary(job: GridJob) -> tuple[dict[str, Any], list[tuple[str, int, int,
     """The grid-job part of ``status_json`` (everything but ``localJobs``), and the totals per phase
     (name, done, total, local jobs reporting), read straight from the record: the page of a grid
     job of 10,000 local jobs builds full rows only for the local jobs it shows."""
+    return _summary(job, job.counts())
+
+
+def _summary(job: GridJob, counts: dict[str, int]) -> tuple[dict[str, Any], list[tuple[str, int, int, int]]]:
+    """:func:`job_summary` with the record's ``counts`` (:meth:`GridJob.counts`) as the caller counted them."""
     acc: dict[str, list[int]] = {}
-    for p in job.root.iterfind("localjobs/localjob/progress/phase"):
+    for p in _PHASES(job.root):  # type: ignore[union-attr]  # (a path of elements: a list of elements)
         name = required(p, "name")
         a = acc.get(name)
         if a is None:
@@ -539,7 +562,7 @@ def job_summary(job: GridJob) -> tuple[dict[str, Any], list[tuple[str, int, int,
         "cancelRequested": job.cancel_requested,
         "HerdState": job.get("HerdState"),
         "plan": {**job.plan, "explanation": job.root.findtext("plan/explanation")},
-        "counts": job.counts(),
+        "counts": counts,
         "progress": {"done": done_sum, "total": total_sum, "fraction": (done_sum / total_sum) if total_sum else None},
         "outputTar": job.output_tar,
         "failReason": job.fail_reason,

@@ -29,7 +29,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from lxml import etree
 
@@ -123,7 +123,7 @@ def sort_key(lj: dict, now: float):
     return _order_key(state, lj.get, job_fraction(lj) if state == "RUNNING" else None, lj["index"], now)
 
 
-def _order_key(state: str | None, get: Callable[[str], Any], fraction: float | None, index: int, now: float):
+def _order_key(state: Any, get: Callable[[str], Any], fraction: float | None, index: int, now: float):
     """:func:`sort_key` of a local job in that state, with ``get`` its times (of a row, or of a <localjob>),
     that fraction done (of a running job) and that index."""
     start = parse_iso(get("started")) or parse_iso(get("submitted"))  # its wall time (elapsed), 0 when unknown
@@ -163,7 +163,8 @@ def render_job(job: GridJob, *, rows: int = 20, now: float | None = None) -> str
     # the elements in a list of its own, not GridJob.local_jobs()'s kept with the record: lxml frees 10,000
     # element proxies at a third of the cost while their document is still held (here) than after it
     elements = list(child(job.root, "localjobs"))
-    reporting = set(_REPORTING(job.root))  # (the same proxies as in elements: lxml keeps one per element)
+    found = _REPORTING(job.root)  # (the same proxies as in elements: lxml keeps one per element)
+    reporting = set(found) if isinstance(found, list) else set()
     counts: dict[str, int] = {}  # (GridJob.counts(): every state in the order of its first local job)
     keyed = []
     n_reporting = waiting = 0
@@ -538,7 +539,8 @@ def job_summary(job: GridJob) -> tuple[dict[str, Any], list[tuple[str, int, int,
 def _summary(job: GridJob, counts: dict[str, int]) -> tuple[dict[str, Any], list[tuple[str, int, int, int]]]:
     """:func:`job_summary` with the record's ``counts`` (:meth:`GridJob.counts`) as the caller counted them."""
     acc: dict[str, list[int]] = {}
-    for p in _PHASES(job.root):  # type: ignore[union-attr]  # (a path of elements: a list of elements)
+    found = _PHASES(job.root)
+    for p in cast("list[etree._Element]", found) if isinstance(found, list) else ():  # (a path of elements)
         name = required(p, "name")
         a = acc.get(name)
         if a is None:

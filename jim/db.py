@@ -68,6 +68,7 @@ from jim.timestamps import now_iso, parse_iso
 _TERMINAL_NAMES = frozenset(s.value for s in LocalState if s.terminal)
 # evaluated in C: iterating thousands of elements in Python costs tens of ms a pass
 _LOCAL_STATES = etree.XPath("localjobs/localjob/@state", smart_strings=False)
+_ENTERED_AT = etree.XPath("localjobs/localjob/history/state[@name = $name]/@at", smart_strings=False)
 _UNSPLIT = etree.XPath(
     "boolean(localjobs/localjob[not(@batchId)][not(%s)])"
     % " or ".join(f"@state='{n}'" for n in sorted(_TERMINAL_NAMES))
@@ -355,6 +356,9 @@ class GridJob:
 
     #: (inode, size, mtime) of the file this record was read from or written to (see Database.update)
     disk_key: tuple[int, int, int] | None = None
+    #: The bytes it was read from (jim writes what :meth:`tostring` gives, so an unchanged record
+    #: serializes to exactly these): what Database.update compares with instead of serializing it first.
+    source: bytes | None = None
 
     def __init__(self, root: etree._Element):
         self.root = root
@@ -556,6 +560,13 @@ class GridJob:
             out[state] = out.get(state, 0) + 1
         return out
 
+    def last_entered(self, state: LocalState) -> float | None:
+        """The latest time any of its local jobs entered ``state`` (their histories, in one XPath: jim's
+        timestamps have one fixed width, so the latest is the greatest string)."""
+        found = _ENTERED_AT(self.root, name=_STATE_NAMES[state])
+        stamps = [str(at) for at in found] if isinstance(found, list) else []
+        return parse_iso(max(stamps)) if stamps else None
+
     def tostring(self) -> bytes:
         # not pretty-printed: indenting costs 4x the serialization time at 10,000 local jobs
         return etree.tostring(self.root.getroottree(), xml_declaration=True, encoding="UTF-8")
@@ -699,15 +710,17 @@ class Database:
         path = self.home.record(job_id)
         try:
             key = disk_key(path)  # before parsing: a newer file read under an older key is only re-read
-            tree = etree.parse(str(path), _PARSER)
+            data = path.read_bytes()
+            root = etree.fromstring(data, _PARSER)
         except OSError:
             if not path.exists():
                 raise JobNotFound(f"no grid job {job_id}") from None
             raise
         except etree.XMLSyntaxError as e:
             raise DatabaseError(f"record of {job_id} is damaged: {e}") from e
-        job = GridJob(tree.getroot())
+        job = GridJob(root)
         job.disk_key = key
+        job.source = data
         return job
 
     def _write(self, job: GridJob) -> None:
@@ -761,7 +774,12 @@ class Database:
                 and known.disk_key == disk_key(self.home.record(job_id), missing=True)
             )
             job = known if known is not None and fresh else self.read(job_id)
-            before = job.tostring() if compare else None
+            if not compare:
+                before = None
+            elif job is not known and job.source is not None:
+                before = job.source  # (just read: the file's bytes are what it serializes to)
+            else:
+                before = job.tostring()
             state_before = job.state
             try:
                 yield job

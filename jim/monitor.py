@@ -163,30 +163,26 @@ class _Seen:
 
     @classmethod
     def of(cls, mtime: int, job: GridJob, held_timeout: float, signature: object = None) -> _Seen:
-        local_jobs = job.local_jobs()
         active = {}
-        newest = 0.0
         waiting = 0
         held = None
-        for lj in local_jobs:
+        for lj in job.local_jobs():
             state = lj.state
             if state in _UNSUBMITTED:
                 waiting += 1
                 continue
-            if lj.batch_id and not state.terminal:
-                active[lj.batch_id] = lj.dir_key
+            batch_id = lj.batch_id
+            if batch_id and not state.terminal:
+                active[batch_id] = lj.dir_key
                 if state in (LocalState.HELD, LocalState.SUSPENDED):
                     since = lj.entered(state)
                     if since is not None:
                         held = since if held is None else min(held, since)
-            queued = lj.entered(LocalState.QUEUED)
-            if queued is not None and queued > newest:
-                newest = queued
         return cls(
             mtime,
             active,
             signature,
-            newest,
+            job.last_entered(LocalState.QUEUED) or 0.0,
             job.retry_at(waiting) if waiting else None,
             held + held_timeout if held is not None else None,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -15,7 +16,9 @@ from jim.jobid import new_job_id
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 from jim.status import (
+    attempts_of,
     bar,
+    dump,
     duration,
     job_fraction,
     phase_totals,
@@ -402,3 +405,54 @@ def test_jim_status_text_is_the_text_of_its_json(jim_env):
         return [re.sub(r"\b\d+[smhd](\d+[smh])?\b", "T", line) for line in text.splitlines()]
 
     assert timeless(proc.stdout) == timeless(expected)
+
+
+def test_json_rows_are_the_records_values():
+    """``jim status --json``'s row of a local job: its values as the database API reads them."""
+    rec = mixed_record(60, 8)
+    rows = status_json(rec)["localJobs"]
+    assert len(rows) == 60
+    for lj, row in zip(rec.local_jobs(), rows, strict=True):
+        past = lj.past_attempts()
+        assert (row["index"], row["tag"], row["state"], row["exitCode"]) == (
+            lj.index,
+            lj.tag,
+            lj.state.value,
+            lj.exit_code,
+        )
+        assert (row["attempt"], row["slice"], row["batchId"], row["evidence"]) == (
+            lj.attempt,
+            lj.slice,
+            lj.batch_id,
+            lj.evidence,
+        )
+        assert [(p["name"], p["done"], p["total"]) for p in row["progress"]] == lj.progress
+        assert [a["n"] for a in row["attempts"]] == [int(a["n"]) for a in past] + [lj.attempt]
+        assert [a["retryBy"] for a in row["attempts"]] == [a.get("retryBy") for a in past] + [None]
+        assert [a["node"] for a in row["attempts"][:-1]] == [a.get("node") or a.get("host") for a in past]
+        assert row["attempts"][-1]["exitCode"] == lj.exit_code and row["attempts"][-1]["tag"] == lj.tag
+        assert attempts_of(lj) == row["attempts"]
+        assert {k: v for k, v in row.items() if k not in ("slice", "progress", "attempts")} == {
+            k: lj.get(k) for k in row if k not in ("index", "exitCode", "attempt", "slice", "progress", "attempts")
+        } | {"index": lj.index, "exitCode": lj.exit_code, "attempt": lj.attempt}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        [],
+        {"a": {}, "b": [], "c": [[], {}], "d": [{"x": [1, [2, {"y": None}]]}]},
+        ['é\u2028\x1b"\\', 0, -1, 10**30, True, False, None, 1.5, float("nan"), float("inf"), -0.0],
+        {"t": (1, "2", (3,)), 1: "int key", None: "none key", 2.5: "float key"},
+        {"nested": {"t": (1, {"k": [2]}), "keys": {3: {4: [5]}}}},
+    ],
+)
+def test_dump_is_json_dumps_indent_2(value):
+    assert dump(value) == json.dumps(value, indent=2)
+
+
+def test_status_json_dump_is_json_dumps_indent_2():
+    for n, seed in ((1, 1), (60, 4)):
+        data = status_json(mixed_record(n, seed))
+        assert dump(data) == json.dumps(data, indent=2)

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""What one pass of the per-user monitor costs, in process, at L = G x K local jobs.
+
+    python bench/bench_monitor_pass.py [--grid-jobs 1000] [--local-jobs 100] [--passes 3] [--profile] [--json]
+
+G records of K local jobs each are made in process (as ``bench_attempts.py`` makes one: every local job
+QUEUED then RUNNING, its status in the tests' in-memory batch system, ``tests/support/fake_adapter.py``,
+here made user-wide so that its answer goes through the shared status cache as Slurm's, Grid Engine's,
+PBS's and HTCondor's do, with ``cache_interval`` 0.5 s: every timed pass below asks the batch system
+again).  Then :func:`jim.monitor.refresh` is timed, with one long-lived memo (:class:`jim.monitor.Memo`),
+as the monitor runs it:
+
+* **first pass**: every record read and applied (the monitor has just started);
+* **nothing changed**: the batch system answers the same again (p50 / max of ``--passes``);
+* **10 % finishing**: before the pass, a tenth of the local jobs (spread over every grid job) end DONE
+  in the batch system;
+* **next, nothing changed**: the pass after that.
+
+The in-memory batch system's own query (building its answer) is part of each pass, as ``squeue`` would
+be.  Wall time in seconds, and the process's peak RSS.  ``--profile`` runs the 10 % pass under cProfile
+and prints the top 25 functions by own time.  To compare with another checkout, run this file with that
+checkout first on ``PYTHONPATH`` (its ``jim`` and ``tests/support`` are then the ones timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import json
+import os
+import pstats
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(1, str(HERE.parent / "tests"))
+sys.path.insert(1, str(HERE))
+
+from jim.config import parse  # noqa: E402
+from jim.db import Database, new_record  # noqa: E402
+from jim.jobid import new_job_id  # noqa: E402
+from jim.monitor import Memo, refresh  # noqa: E402
+from jim.paths import Home  # noqa: E402
+from jim.states import LocalState  # noqa: E402
+
+from support.fake_adapter import FakeAdapter, FakeJob  # noqa: E402
+
+
+class UserWide(FakeAdapter):
+    """The in-memory batch system, its answer shared through the status cache like a real batch system's."""
+
+    user_wide_query = True
+
+
+def make_site(root: Path, grid_jobs: int, local_jobs: int) -> tuple[Database, UserWide]:
+    db = Database(Home(root).ensure())
+    fake = UserWide(db.home)
+    fake.options = dataclasses.replace(fake.options, cache_interval=0.5)
+    bid = 100000
+    t0 = time.time() - 3600.0
+    for _ in range(grid_jobs):
+        rec = new_record(
+            new_job_id(),
+            jobtype="generic",
+            name="bench",
+            owner="bench",
+            adapter="fake",
+            description={"executable": ["/bin/true"], "count": [str(local_jobs)]},
+            source_format="rsl",
+            source_text=f"&(executable=/bin/true)(count={local_jobs})",
+            plan={"localJobs": local_jobs, "binding": "count"},
+            explanation="bench",
+            slices=[{} for _ in range(local_jobs)],
+        )
+        for lj in rec.local_jobs():
+            lj.set_state(LocalState.SUBMITTING, at=t0)
+            lj.batch_id = str(bid)
+            lj.set_state(LocalState.QUEUED, at=t0 + 1)
+            lj.set_state(LocalState.RUNNING, at=t0 + 10)
+            fake.jobs[str(bid)] = FakeJob(lj.tag, LocalState.RUNNING)
+            bid += 1
+        rec.recompute()
+        db.create(rec)
+    return db, fake
+
+
+def timed(config, db, fake, memo) -> float:
+    time.sleep(0.6)  # (past the status cache's interval: the pass asks the batch system again)
+    t = time.perf_counter()
+    refresh(config, db, fake, memo=memo)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid-jobs", type=int, default=1000)
+    ap.add_argument("--local-jobs", type=int, default=100)
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="jim-bench-pass-"))
+    t = time.perf_counter()
+    db, fake = make_site(tmp / "home", args.grid_jobs, args.local_jobs)
+    built = time.perf_counter() - t
+    config = parse({"site": {"max_local_jobs": max(args.local_jobs, 10000)}}, env={"JIM_HOME": str(tmp / "home")})
+    memo = Memo()
+    res: dict = {
+        "local jobs": args.grid_jobs * args.local_jobs,
+        "grid jobs x local jobs": f"{args.grid_jobs} x {args.local_jobs}",
+        "jim": os.path.dirname(sys.modules["jim"].__file__ or ""),
+        "cpus": os.cpu_count(),
+        "made in s": round(built, 1),
+    }
+    res["first pass s"] = round(timed(config, db, fake, memo), 3)
+    steady = [timed(config, db, fake, memo) for _ in range(args.passes)]
+    res["nothing changed s (p50 / max)"] = [round(statistics.median(steady), 3), round(max(steady), 3)]
+    random.seed(1)
+    for b in random.sample(sorted(fake.jobs), len(fake.jobs) // 10):
+        fake.jobs[b].state, fake.jobs[b].exit_code = LocalState.DONE, 0
+    prof = cProfile.Profile() if args.profile else None
+    if prof is not None:
+        prof.enable()
+    res["10 % finishing s"] = round(timed(config, db, fake, memo), 3)
+    if prof is not None:
+        prof.disable()
+    res["next, nothing changed s"] = round(timed(config, db, fake, memo), 3)
+    res["peak RSS MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        for k, v in res.items():
+            print(f"{k:<32} {v}")
+    if prof is not None:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

@@ -47,8 +47,8 @@ least squares over the one-user scenarios.
 
 ``--profile``: after the largest scenario (L = 100,000 with the defaults) its monitors are stopped and
 one full pass (an empty memo: every record read and written, as after a monitor start) of the first
-user's home is run under cProfile in this process (this checkout's jim); the top 25 functions by
-cumulative and by total time are printed.
+user's home is run under cProfile in this process (this checkout's jim), then the next pass (the memo
+kept, nothing changed); the top 25 functions of each by cumulative and by total time are printed.
 
 ``--quiet-submit``: no monitor runs while the workers submit (the benchmark holds the monitor's lock);
 the timed monitor starts once every batch id is recorded.  The fake controller does every command under
@@ -486,24 +486,26 @@ def profile_pass(usr: User) -> dict:
     from jim.adapters import get_adapter  # (lazy: the bench's own process needs jim only here)
     from jim.config import load  # (lazy: likewise)
     from jim.db import Database  # (lazy: likewise)
-    from jim.monitor import refresh  # (lazy: likewise)
+    from jim.monitor import Memo, refresh  # (lazy: likewise)
     from jim.paths import Home  # (lazy: likewise)
 
     config = load()
     home = Home(config.home).ensure()
     db = Database(home, config.deadlines.lock)
     adapter = get_adapter(config, home)
-    prof = cProfile.Profile()
-    t = time.perf_counter()
-    prof.enable()
-    refresh(config, db, adapter)
-    prof.disable()
-    wall = time.perf_counter() - t
-    out = {"wall s": round(wall, 2)}
-    for key in ("cumulative", "tottime"):
-        buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(25)
-        out[f"top 25 by {key}"] = buf.getvalue()
+    out: dict = {}
+    memo = Memo()
+    for what in ("", "idle "):  # a full pass (empty memo), then one with nothing changed since (memo kept)
+        prof = cProfile.Profile()
+        t = time.perf_counter()
+        prof.enable()
+        refresh(config, db, adapter, memo=memo)
+        prof.disable()
+        out[f"{what}wall s"] = round(time.perf_counter() - t, 2)
+        for key in ("cumulative", "tottime"):
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(25)
+            out[f"{what}top 25 by {key}"] = buf.getvalue()
     return out
 
 
@@ -635,6 +637,10 @@ def report(results: dict) -> None:
             print(f"\n== profile: one full pass (empty memo), {name}, first user: {r['profile']['wall s']} s")
             print(r["profile"]["top 25 by cumulative"])
             print(r["profile"]["top 25 by tottime"])
+            if "idle wall s" in r["profile"]:
+                print(f"\n== profile: the next pass (memo kept, nothing changed): {r['profile']['idle wall s']} s")
+                print(r["profile"]["idle top 25 by cumulative"])
+                print(r["profile"]["idle top 25 by tottime"])
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ Per scenario:
   pass log this benchmark keeps is taken off ``wchar``),
   batch commands per minute (the fake controller's event log, one line per command run);
 * **10 % finishing per pass** (``--finish-passes``): before each, 10 % of every grid job's local jobs
-  end COMPLETED in the batch system; the time of the first pass that starts after that;
+  end COMPLETED in the batch system; the time of the pass that applies it (the first whose status
+  query came back after the fake's state said so);
 * ``jim poll --job-id`` p50 / p99 against ``python3 -c pass`` (the same python, run by turns with the
   polls), while the monitors run.
 
@@ -157,22 +158,25 @@ out = open(sys.argv[1], "a", buffering=1)
 in_batch = [0.0]
 run_command = base.CommandAdapter.run
 
+queried = [None]
+
 def counted(self, *a, **kw):
     t = time.perf_counter()
     try:
         return run_command(self, *a, **kw)
     finally:
         in_batch[0] += time.perf_counter() - t
+        queried[0] = queried[0] or time.time()  # when the pass's status query came back
 
 base.CommandAdapter.run = counted
 refresh = m.refresh
 
 def timed_refresh(*a, **kw):
-    in_batch[0] = 0.0
+    in_batch[0], queried[0] = 0.0, None
     start, t, c = time.time(), time.perf_counter(), time.process_time()
     active = refresh(*a, **kw)
     out.write(json.dumps({"start": start, "wall": time.perf_counter() - t, "cpu": time.process_time() - c,
-                          "batch": in_batch[0], "active": active}) + "\n")
+                          "batch": in_batch[0], "queried": queried[0], "active": active}) + "\n")
     return active
 
 m.refresh = timed_refresh
@@ -220,6 +224,7 @@ class User:
             "PATH": f"{fake_bin}:{base_env['PATH']}",
         }
         self.jobs: list[str] = []
+        self.locked_at = 0.0
         self.monitor: subprocess.Popen | None = None
 
     def start_monitor(self, py: str) -> None:
@@ -275,6 +280,8 @@ class User:
         from fakesched import Sched, now  # (lazy: needs the fake's directory on sys.path, set above)
 
         s = Sched(str(self.sched))
+        s._save = lambda name, data: _save_flat(s.dir, name, data)
+        self.locked_at = time.time()  # a status query that returns after this saw the tasks ended
         try:
             acct = {(r["id"], r["task"], r["submit"]): r for r in s.state["acct"]}
             n = 0
@@ -293,14 +300,23 @@ class User:
             s.close()
 
 
-def wait_passes(users: list[User], after: float, timeout: float = 900.0) -> list[dict]:
-    """The first pass of every user's monitor that started after ``after``."""
+def _save_flat(directory: str, name: str, data: object) -> None:
+    """The fake's state written as its commands here write it (see :data:`FAST_FAKE`)."""
+    path = os.path.join(directory, name)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    Path(tmp).write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def wait_passes(users: list[User], after: float, timeout: float = 900.0, key: str = "start") -> list[dict]:
+    """The first pass of every user's monitor that started (``key``: whose status query came back)
+    after ``after``."""
     deadline = time.monotonic() + timeout
     got: dict[int, dict] = {}
     while len(got) < len(users) and time.monotonic() < deadline:
         for i, u in enumerate(users):
             if i not in got:
-                p = [x for x in u.pass_log() if x["start"] > after]
+                p = [x for x in u.pass_log() if (x.get(key) or 0) > after]
                 if p:
                     got[i] = p[0]
         time.sleep(0.1)
@@ -450,7 +466,8 @@ idle_exit = 3600
         for step in range(args.finish_passes):
             t_end = time.time()
             ended = sum(x.end_tenth(step) for x in users)
-            got = wait_passes(users, time.time())
+            # per user, the pass that applied it: the first whose status query came back after the tasks ended
+            got = [wait_passes([x], x.locked_at, key="queried")[0] for x in users]
             fin += got
             print(
                 f"  {name}: {ended} ended; pass {max(p['wall'] for p in got) * 1000:.0f} ms "

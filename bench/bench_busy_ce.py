@@ -357,6 +357,7 @@ idle_exit = 3600
         "max backlog": args.max_backlog,
         "monitor during submission": not args.quiet_submit,
         "fake": "plain" if args.plain_fake else "indexed accounting",
+        "jim commit": args.commit,
     }
     held = []
     try:
@@ -558,6 +559,10 @@ def main() -> None:
     names = [s for s in args.scenarios.split(",") if s]
     sizes = {n: math.prod(int(x) for x in n.split("/")[0].split("x")) for n in names}
     args.profile_scenario = max(names, key=lambda n: sizes[n])
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "jim", "adapters"], capture_output=True, text=True).stdout
+    args.commit = head + ("+changes" if dirty.strip() else "")  # the wheel is built from the tree as it is
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-busy-"))
     py = site_python(tmp)
     jim = jim_command(tmp)

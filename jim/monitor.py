@@ -35,6 +35,7 @@ and the monitor still exits when nothing is left to follow.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import typing
@@ -160,6 +161,8 @@ class _Seen:
     """The wrappers' directories as found when its ``local/`` directory had the mtime ``root``."""
     settled: bool = False
     """``root`` was older than :data:`SETTLE` seconds when the directory was listed."""
+    next_look: float = math.inf
+    """When a rule of time next concerns it, with no other news (see :func:`_inputs`)."""
 
     @classmethod
     def of(cls, mtime: int, job: GridJob, held_timeout: float, signature: object = None) -> _Seen:
@@ -207,6 +210,8 @@ class Memo:
     """Grid jobs that could not even be marked FAILED: no longer looked at by this monitor."""
     rule: retry.Rule | None = None
     """The retry rule (its job types' hooks looked up once)."""
+    quiet: _Quiet | None = None
+    """The last pass, when it changed nothing: the next skips everything while nothing it depends on moved."""
 
 
 def refresh(
@@ -223,8 +228,16 @@ def refresh(
     """
     now = time.time() if now is None else now
     memo = Memo() if memo is None else memo
+    home_key = _home_key(db)
+    quiet = memo.quiet
+    if quiet is not None and quiet.key == home_key and now < quiet.until and not memo.failures:
+        result = _query(adapter, quiet.batch_ids)
+        if result.ok and result.statuses is quiet.answer:
+            return quiet.active  # no record, no wrapper, no status and no rule of time changed anything
+    memo.quiet = None
     mtimes = _collect(db, adapter, memo, config.monitor.held_timeout)
-    result = _query(adapter, [b for job_id in mtimes for b in memo.seen[job_id].batch_ids])
+    batch_ids = [b for job_id in mtimes for b in memo.seen[job_id].batch_ids]
+    result = _query(adapter, batch_ids)
     inputs = {job_id: _inputs(config, db, memo.seen[job_id], job_id, result, now) for job_id in mtimes}
     changed = {
         job_id: mtime
@@ -237,10 +250,40 @@ def refresh(
             seen.retry_at = None  # a retry is due: its worker (started once; it submits every due one)
             background.start_worker(db.home.root, job_id)
     accounting = _accounting(adapter, db, memo, result, changed) if result.ok and changed else {}
-    return (len(mtimes) - len(changed)) + sum(
+    active = (len(mtimes) - len(changed)) + sum(
         _refresh_job(config, db, adapter, memo, job_id, result, accounting, memo.seen[job_id].dirs, now, inputs[job_id])
         for job_id in changed
     )
+    if not changed and home_key is not None and result.ok and not memo.failures and _settled(home_key):
+        until = min((seen.next_look for seen in memo.seen.values()), default=math.inf)
+        memo.quiet = _Quiet(home_key, until, batch_ids, result.statuses, active)
+    return active
+
+
+@dataclass
+class _Quiet:
+    """A pass that changed nothing, and what must stay as it was for the next to change nothing either."""
+
+    key: tuple[int, int]
+    """The mtimes of the home's ``db`` directory (every record and summary is replaced there) and ``jobs``
+    directory (every wrapper touches it when it writes something the monitor reads)."""
+    until: float
+    """The earliest time a rule of time (a grace period, a hold, a retry, the periodic look) is due."""
+    batch_ids: list[str]
+    answer: dict[str, BatchStatus]
+    active: int
+
+
+def _home_key(db: Database) -> tuple[int, int] | None:
+    try:
+        return (os.stat(db.home.db).st_mtime_ns, os.stat(db.home.jobs).st_mtime_ns)
+    except OSError:
+        return None
+
+
+def _settled(key: tuple[int, int]) -> bool:
+    """Both directories changed at least :data:`SETTLE` seconds ago (a later change shows in their mtimes)."""
+    return time.time() - max(key) / 1e9 >= SETTLE
 
 
 def _collect(db: Database, adapter: Adapter, memo: Memo, held_timeout: float) -> dict[str, int]:
@@ -302,10 +345,18 @@ def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: Quer
     # too long is cancelled, and every grid job is looked at again once in a long while
     waiting_on_time = statuses is not None and None in statuses
     if waiting_on_time:
-        tick = int(now // min(60.0, max(0.5, config.monitor.lost_grace / 4)))
+        period = min(60.0, max(0.5, config.monitor.lost_grace / 4))
+        tick = int(now // period)
+        next_look = (tick + 1) * period
     else:
-        tick = int((now + zlib.crc32(job_id.encode()) % FULL_LOOK) // FULL_LOOK)
+        offset = zlib.crc32(job_id.encode()) % FULL_LOOK
+        tick = int((now + offset) // FULL_LOOK)
+        next_look = (tick + 1) * FULL_LOOK - offset
     due = seen.wake_at is not None and now >= seen.wake_at
+    for at in (seen.wake_at, seen.retry_at):
+        if at is not None and now < at < next_look:
+            next_look = at
+    seen.next_look = next_look
     return (statuses, files, tick, due)
 
 

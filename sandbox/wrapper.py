@@ -271,23 +271,30 @@ def tag_of(tag, attempt):
 
 class RootToucher(object):
     """Touches the local root DIR (its modification time set to now), the sign for jim's monitor
-    that an attempt directory in it changed.  A failure is logged once, never raised."""
+    that an attempt directory in it changed, and then the jim home's ``jobs`` directory above it
+    (``<home>/jobs/<grid job>/local``), the sign that something changed in one of its grid jobs:
+    a monitor with nothing to do looks at that one directory only.  A failure is logged once, never
+    raised."""
 
     def __init__(self, root, log):
         self.root = root
         self.log = log
         self.failed = False
+        jobs = os.path.dirname(os.path.dirname(os.path.abspath(root)))
+        ours = os.path.basename(os.path.abspath(root)) == "local" and os.path.basename(jobs) == "jobs"
+        self.dirs = (root, jobs) if ours else (root,)
 
     def __call__(self, why):
-        try:
-            os.utime(self.root, None)
-        except OSError as e:
-            if not self.failed:
-                self.failed = True
-                try:
-                    self.log("cannot touch the local root %s (after %s): %s" % (self.root, why, e))
-                except Exception:
-                    pass
+        for d in self.dirs:
+            try:
+                os.utime(d, None)
+            except OSError as e:
+                if not self.failed:
+                    self.failed = True
+                    try:
+                        self.log("cannot touch %s (after %s): %s" % (d, why, e))
+                    except Exception:
+                        pass
 
 
 #: how often (seconds, at most) the heartbeat thread looks at the progress file

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from jim import background, summary, worker
+from jim.adapters.base import QueryResult
 from jim.config import parse
 from jim.db import Database
 from jim.jobdesc import parse_rsl
@@ -314,3 +315,65 @@ def test_a_cached_answer_is_parsed_once_and_unchanged_statuses_are_shared_with_t
     assert second.statuses[b] is not first.statuses[b] and second.statuses[b].state is LocalState.RUNNING
     other = _UserWide(home, cache_interval=3600)  # another process reads what this one cached
     assert other.query_cached([a, b]).statuses == second.statuses
+
+
+class _SameAnswer(FakeAdapter):
+    """Answers with the very same statuses while nothing changed (as a command adapter whose status
+    command printed the same again: :meth:`jim.adapters.base.CommandAdapter.query`)."""
+
+    def query(self, batch_ids):
+        said = tuple((b, j.tag, j.state, j.exit_code) for b, j in self.jobs.items())
+        if self._parsed is not None and self._parsed[0] == said:
+            return QueryResult(ok=True, statuses=self._parsed[1])
+        result = super().query(batch_ids)
+        self._parsed = (said, result.statuses)
+        return result
+
+
+def _age(*dirs):
+    past = time.time() - 100
+    for d in dirs:
+        os.utime(d, (past, past))
+
+
+def test_a_pass_after_one_that_changed_nothing_skips_every_grid_job_until_something_moves(site, monkeypatch):
+    from jim import monitor
+
+    site.fake = _SameAnswer(site.db.home)
+    job = site.grid_job(2)
+    site.fake.set_state(f"{job}.0", LocalState.RUNNING)
+    home = site.db.home
+    memo = Memo()
+    site.refresh(memo=memo)
+    collects = []
+    real = monitor._collect
+    monkeypatch.setattr(monitor, "_collect", lambda *a: collects.append(1) or real(*a))
+    _age(home.db, home.jobs)
+    assert site.refresh(memo=memo) == 1 and len(collects) == 1  # nothing changed: remembered as quiet
+    assert site.refresh(memo=memo) == 1 and len(collects) == 1  # ... so this one looks at nothing
+    os.utime(home.jobs)  # a wrapper wrote something: a pass looks again
+    site.refresh(memo=memo)
+    assert len(collects) == 2
+    _age(home.db, home.jobs)
+    site.refresh(memo=memo)
+    site.refresh(memo=memo)
+    assert len(collects) == 3
+    site.fake.set_state(f"{job}.1", LocalState.RUNNING)  # the batch system's news
+    site.refresh(memo=memo)
+    assert len(collects) == 4 and states(site.db, job) == [LocalState.RUNNING, LocalState.RUNNING]
+
+
+def test_a_quiet_monitor_still_applies_a_rule_of_time_when_it_is_due(site):
+    site.fake = _SameAnswer(site.db.home)
+    job = site.grid_job(1)
+    site.fake.set_state(f"{job}.0", LocalState.HELD)
+    home = site.db.home
+    memo = Memo()
+    site.refresh(memo=memo)
+    held_at = site.db.read(job).local(0).entered(LocalState.HELD)
+    _age(home.db, home.jobs)
+    site.refresh(memo=memo, now=held_at + 10)
+    site.refresh(memo=memo, now=held_at + 20)
+    assert memo.quiet is not None and memo.quiet.until <= held_at + 600
+    site.refresh(memo=memo, now=held_at + 601)
+    assert site.db.read(job).local(0).state is LocalState.CANCELLED

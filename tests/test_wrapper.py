@@ -335,3 +335,26 @@ def test_jim_progress_touches_the_root_of_its_own_progress_file(tmp_path):
         assert p.returncode == 0 and p.stderr == ""
         assert mtime_ns(tmp_path / "mine") == OLD_NS
     assert (other / "progress").read_text() == "x 1 2\nx 1 2\n"
+
+
+def test_the_homes_jobs_directory_is_touched_with_the_local_root_and_nothing_else_is(tmp_path):
+    # in jim's layout (<home>/jobs/<grid job>/local) the wrapper also touches <home>/jobs, the one
+    # directory a monitor with nothing to do looks at; under any other layout it touches the root only
+    sb = make_sandbox(tmp_path, [job(["/bin/true"])])
+    local = tmp_path / "home" / "jobs" / "20261125-120000-0a0b0c0d" / "local"
+    local.mkdir(parents=True)
+    for d in (local.parent.parent, tmp_path / "home"):
+        os.utime(d, ns=(OLD_NS, OLD_NS))
+    argv = [sys.executable, str(WRAPPER), "--sandbox", str(sb), "--outroot", str(local), "--index", "0"]
+    p = subprocess.run([*argv, "--scratch", str(tmp_path / "scratch")], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert mtime_ns(local.parent.parent) != OLD_NS  # <home>/jobs
+    assert mtime_ns(local.parent.parent) >= mtime_ns(local / "0" / "exit_code")
+    assert mtime_ns(tmp_path / "home") == OLD_NS
+    other = tmp_path / "elsewhere" / "out"
+    other.mkdir(parents=True)
+    os.utime(other.parent, ns=(OLD_NS, OLD_NS))
+    argv[5] = str(other)
+    p = subprocess.run([*argv, "--scratch", str(tmp_path / "scratch2")], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert mtime_ns(other.parent) == OLD_NS

@@ -45,7 +45,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(1, str(HERE.parent / "tests"))
 sys.path.insert(1, str(HERE))
 
-from jim.adapters.base import QueryResult  # noqa: E402
 from jim.config import parse  # noqa: E402
 from jim.db import Database, new_record  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
@@ -53,24 +52,14 @@ from jim.monitor import Memo, refresh  # noqa: E402
 from jim.paths import Home  # noqa: E402
 from jim.states import LocalState  # noqa: E402
 
-from support.fake_adapter import FakeAdapter, FakeJob  # noqa: E402
+from support.fake_adapter import FakeJob, SameAnswerAdapter  # noqa: E402
 
 
-class UserWide(FakeAdapter):
+class UserWide(SameAnswerAdapter):
     """The in-memory batch system, its answer shared through the status cache like a real batch system's;
-    an answer that says what the last one said is the last one (as a command adapter's unchanged output
-    is not parsed again: :meth:`jim.adapters.base.CommandAdapter.query`)."""
+    an answer that says what the last one said is the last one."""
 
     user_wide_query = True
-
-    def query(self, batch_ids):
-        said = tuple((b, j.tag, j.state, j.exit_code) for b, j in self.jobs.items())  # (what squeue would print)
-        last = self._parsed
-        if last is not None and last[0] == said:
-            return QueryResult(ok=True, statuses=last[1])
-        result = super().query(batch_ids)
-        self._parsed = (said, result.statuses)  # type: ignore[assignment]
-        return result
 
 
 def make_site(root: Path, grid_jobs: int, local_jobs: int) -> tuple[Database, UserWide]:

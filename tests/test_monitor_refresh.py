@@ -15,7 +15,6 @@ import time
 import pytest
 
 from jim import background, summary, worker
-from jim.adapters.base import QueryResult
 from jim.config import parse
 from jim.db import Database
 from jim.jobdesc import parse_rsl
@@ -24,7 +23,7 @@ from jim.paths import Home
 from jim.states import GramState, LocalState
 from jim.submit import submit
 
-from support.fake_adapter import FakeAdapter, ended
+from support.fake_adapter import FakeAdapter, SameAnswerAdapter, ended
 
 
 @pytest.fixture
@@ -317,19 +316,6 @@ def test_a_cached_answer_is_parsed_once_and_unchanged_statuses_are_shared_with_t
     assert other.query_cached([a, b]).statuses == second.statuses
 
 
-class _SameAnswer(FakeAdapter):
-    """Answers with the very same statuses while nothing changed (as a command adapter whose status
-    command printed the same again: :meth:`jim.adapters.base.CommandAdapter.query`)."""
-
-    def query(self, batch_ids):
-        said = tuple((b, j.tag, j.state, j.exit_code) for b, j in self.jobs.items())
-        if self._parsed is not None and self._parsed[0] == said:
-            return QueryResult(ok=True, statuses=self._parsed[1])
-        result = super().query(batch_ids)
-        self._parsed = (said, result.statuses)
-        return result
-
-
 def _age(*dirs):
     past = time.time() - 100
     for d in dirs:
@@ -339,7 +325,7 @@ def _age(*dirs):
 def test_a_pass_after_one_that_changed_nothing_skips_every_grid_job_until_something_moves(site, monkeypatch):
     from jim import monitor
 
-    site.fake = _SameAnswer(site.db.home)
+    site.fake = SameAnswerAdapter(site.db.home)
     job = site.grid_job(2)
     site.fake.set_state(f"{job}.0", LocalState.RUNNING)
     home = site.db.home
@@ -364,7 +350,7 @@ def test_a_pass_after_one_that_changed_nothing_skips_every_grid_job_until_someth
 
 
 def test_a_quiet_monitor_still_applies_a_rule_of_time_when_it_is_due(site):
-    site.fake = _SameAnswer(site.db.home)
+    site.fake = SameAnswerAdapter(site.db.home)
     job = site.grid_job(1)
     site.fake.set_state(f"{job}.0", LocalState.HELD)
     home = site.db.home

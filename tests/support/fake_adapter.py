@@ -133,6 +133,20 @@ class FakeAdapter(Adapter):
         return sum(1 for k, _ in self.calls if k == kind)
 
 
+class SameAnswerAdapter(FakeAdapter):
+    """Answers with the very same statuses while nothing changed, as a command adapter whose status
+    command printed the same again (:meth:`jim.adapters.base.CommandAdapter.query`)."""
+
+    def query(self, batch_ids: list[str]) -> QueryResult:
+        said = tuple((b, j.tag, j.state, j.exit_code, j.cause) for b, j in self.jobs.items())
+        last = self._parsed
+        if last is not None and last[0] == said:
+            return QueryResult(ok=True, statuses=last[1])
+        result = super().query(batch_ids)
+        self._parsed = (said, result.statuses)  # type: ignore[assignment]
+        return result
+
+
 def ended(state: LocalState, exit_code: int | None, tag: str) -> BatchStatus:
     """An accounting record of a job that ended."""
     return BatchStatus(state, exit_code=exit_code, native=state.value, evidence=Evidence.ACCOUNTING, tag=tag)

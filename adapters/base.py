@@ -727,26 +727,49 @@ class Adapter(abc.ABC):
     def _cache_path(self) -> Path:
         return self.home.cache / f"{self.name}-status.json"
 
+    @property
+    def _date_path(self) -> Path:
+        """When the batch system last said again what the cache file says: ``{"answer": that file's
+        "at", "at": the later date}`` (a few bytes, where rewriting the answer would be megabytes)."""
+        return self.home.cache / f"{self.name}-status.at"
+
     def cached_answer(self) -> QueryResult | None:
         """The last status answer any jim process of this user cached, whatever its age.
 
         A long-lived caller (the monitor) gets the very same :class:`QueryResult` back while the cache
-        file has not changed (no parse), and a new answer shares each unchanged job's
+        files have not changed (no parse), and a new answer shares each unchanged job's
         :class:`BatchStatus` object with the previous one: comparing two answers job by job then costs
-        an identity check, and only the jobs whose status changed are built anew.
+        an identity check, and only the jobs whose status changed are built anew.  An answer the batch
+        system gave again is the same statuses with a later date (see :meth:`query_cached`).
         """
         path = self._cache_path
         try:
             key = disk_key(path)
             last = self._answer
-            if last is not None and last.key == key:
-                return last.result
-            data = json.loads(path.read_text())
-            result = self._interned(data["ok"], data.get("error", ""), data["at"], data["statuses"])
+            if last is None or last.key != key:
+                data = json.loads(path.read_text())
+                result = self._interned(data["ok"], data.get("error", ""), data["at"], data["statuses"])
+                last = self._answer = _Answer(key, data["statuses"], result, result.at)
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
             return None
-        self._answer = _Answer(key, data["statuses"], result, None)
-        return result
+        return self._dated(last)
+
+    def _dated(self, last: _Answer) -> QueryResult:
+        """``last``'s result, with the date of the date file when that file confirms this very answer."""
+        try:
+            key = disk_key(self._date_path)
+            if key == last.date_key:
+                return last.result
+            data = json.loads(self._date_path.read_text())
+            at = float(data["at"])
+            confirms = float(data["answer"]) == last.answered
+        except (OSError, ValueError, KeyError, TypeError):
+            return last.result
+        last.date_key = key
+        if confirms and at > last.result.at:
+            r = last.result
+            last.result = QueryResult(ok=r.ok, error=r.error, at=at, statuses=r.statuses)
+        return last.result
 
     def _interned(self, ok: bool, error: str, at: float, raw: dict[str, list[Any]]) -> QueryResult:
         """A :class:`QueryResult` of ``raw`` (batch id -> :meth:`BatchStatus.to_json`), reusing the previous
@@ -769,7 +792,9 @@ class Adapter(abc.ABC):
         kept for ``cache_interval`` seconds; at most one process refreshes it
         at a time (single flight: the others use the answer they find rather
         than wait).  A failed query is cached too, so a batch system that is
-        down is asked once per interval, not once per caller.
+        down is asked once per interval, not once per caller.  An answer that
+        says what the cached one says only dates it again: the cache file is
+        not rewritten, and nothing is converted or compared job by job.
         """
         if not self.user_wide_query or self.status_interval <= 0:
             return self._query_at_start(batch_ids)
@@ -787,24 +812,25 @@ class Adapter(abc.ABC):
             last = self._answer
             if (
                 last is not None
-                and last.text is not None
                 and fresh.ok
                 and last.result.ok
+                and fresh.error == last.result.error
                 and fresh.statuses is last.result.statuses
+                and disk_key(self._cache_path, missing=True) == last.key
             ):
-                # the batch system said exactly what it said last time: nothing to convert or compare
-                raw, text = last.raw, last.text
-                result = QueryResult(ok=True, error=fresh.error, at=fresh.at, statuses=last.result.statuses)
-            else:
-                raw = {k: v.to_json() for k, v in fresh.statuses.items()}
-                text = json.dumps(raw)
-                result = self._interned(fresh.ok, fresh.error, fresh.at, raw)
-                if self._parsed is not None and self._parsed[1] is fresh.statuses:
-                    self._parsed = (self._parsed[0], result.statuses)
+                # the batch system said exactly what the cache file says: date it again, a few bytes
+                _write_json(self._date_path, {"answer": last.answered, "at": fresh.at})
+                last.result = QueryResult(ok=True, error=fresh.error, at=fresh.at, statuses=last.result.statuses)
+                last.date_key = disk_key(self._date_path, missing=True)
+                return last.result
+            raw = {k: v.to_json() for k, v in fresh.statuses.items()}
+            result = self._interned(fresh.ok, fresh.error, fresh.at, raw)
+            if self._parsed is not None and self._parsed[1] is fresh.statuses:
+                self._parsed = (self._parsed[0], result.statuses)
             head = json.dumps({"at": result.at, "ok": result.ok, "error": result.error})
-            _write_text(self._cache_path, f'{head[:-1]}, "statuses": {text}}}')
+            _write_text(self._cache_path, f'{head[:-1]}, "statuses": {json.dumps(raw)}}}')
             try:
-                self._answer = _Answer(disk_key(self._cache_path), raw, result, text)
+                self._answer = _Answer(disk_key(self._cache_path), raw, result, result.at)
             except OSError:
                 self._answer = None
             return result
@@ -1019,8 +1045,11 @@ class _Answer:
     key: object
     raw: dict[str, list[Any]]
     result: QueryResult
-    text: str | None
-    """``raw`` as JSON, when this object wrote it."""
+    """The answer, dated by the date file when that confirms it later."""
+    answered: float
+    """The date in the cache file: what the date file names to confirm this answer."""
+    date_key: object = None
+    """The date file's identity when last read or written."""
 
 
 def _write_json(path: Path, data: Any) -> None:

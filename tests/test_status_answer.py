@@ -4,6 +4,7 @@ status object with the previous one. Through the real SlurmAdapter against the p
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -52,10 +53,17 @@ def test_the_same_output_is_parsed_once_and_a_change_shares_the_unchanged_status
 
     first = adapter.query_cached([])
     assert first.ok and len(first.statuses) == 3 and len(parsed) == 1
+    cache_file = home.cache / "slurm-status.json"
+    written = os.stat(cache_file)
     assert adapter.query_cached([], now=first.at + 0.5) is first  # within the interval: the very same answer
     again = adapter.query_cached([], now=first.at + 5)  # asked again: the same output, not parsed again
     assert again is not first and again.statuses is first.statuses and len(parsed) == 1
     assert again.at > first.at
+    # ... and not written again: only its new date is, and every process of the user sees that date
+    assert (os.stat(cache_file).st_ino, os.stat(cache_file).st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    assert os.stat(home.cache / "slurm-status.at").st_size < 100
+    seen = SlurmAdapter(home, {"cache_interval": 1.0}).cached_answer()
+    assert seen is not None and seen.at == again.at and seen.statuses == first.statuses
 
     subprocess.run(["scancel", f"{array}_1"], check=True, capture_output=True)
     changed = adapter.query_cached([], now=first.at + 10)
@@ -67,3 +75,7 @@ def test_the_same_output_is_parsed_once_and_a_change_shares_the_unchanged_status
     # another process reads the same answer from the shared cache file
     other = SlurmAdapter(home, {"cache_interval": 1.0}).cached_answer()
     assert other is not None and other.statuses == changed.statuses and other.at == changed.at
+    # a date that confirms an older answer does not date the new one
+    (home.cache / "slurm-status.at").write_text(json.dumps({"answer": first.at, "at": changed.at + 3600}))
+    other = SlurmAdapter(home, {"cache_interval": 1.0}).cached_answer()
+    assert other is not None and other.at == changed.at

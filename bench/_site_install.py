@@ -19,8 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def site_python(tmp: Path) -> str:
-    """Path of a python that imports jim from a wheel install; built once per ``tmp``."""
+def site_python(tmp: Path, source: Path = REPO) -> str:
+    """Path of a python that imports jim from a wheel install (of the checkout ``source``); built once per
+    ``tmp``."""
     venv = tmp / "site-venv"
     py = venv / "bin" / "python"
     if py.exists():
@@ -28,7 +29,7 @@ def site_python(tmp: Path) -> str:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     wheels = tmp / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -48,6 +49,6 @@ def site_python(tmp: Path) -> str:
     return str(py)
 
 
-def jim_command(tmp: Path) -> list[str]:
+def jim_command(tmp: Path, source: Path = REPO) -> list[str]:
     """argv prefix that runs jim exactly as its ``jim`` console script does (no runpy, unlike ``-m``)."""
-    return [site_python(tmp), "-c", "import sys; from jim.cli import main; sys.exit(main())"]
+    return [site_python(tmp, source), "-c", "import sys; from jim.cli import main; sys.exit(main())"]

@@ -57,8 +57,12 @@ one lock, loading and writing its whole state: at L = 100,000 a monitor asking e
 and the workers' ``sbatch`` time out (jim then reconciles by tag and waits).
 
 Results go to ``bench/results/bench_busy_ce.json``, merged with the scenarios already there (each keeps
-the settings and date of its run; ``--fresh`` starts anew); ``--json`` prints them too.  The growth
-exponents are fitted over every scenario in the file.
+the settings and date of its run; ``--fresh`` starts anew), or ``--results FILE``; ``--json`` prints them
+too.  The growth exponents are fitted over every scenario in the file.
+
+``--jim-source DIR`` measures the jim of another checkout (a ``git worktree`` of an older commit), with this
+checkout's benchmark and fake Slurm: before and after on one machine, one after the other, e.g.
+``git worktree add /tmp/before REV`` then ``--jim-source /tmp/before --results bench/results/before.json``.
 """
 
 from __future__ import annotations
@@ -554,18 +558,27 @@ def main() -> None:
     ap.add_argument("--plain-fake", action="store_true", help="the fake's commands as they are (slow at 100,000)")
     ap.add_argument("--profile", action="store_true", help="cProfile one full pass of the largest scenario")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--jim-source",
+        type=Path,
+        default=REPO,
+        help="the checkout whose jim is installed and measured (another worktree: before and after in one run)",
+    )
+    ap.add_argument("--results", type=Path, default=RESULTS, help="the results file (merged into, as above)")
     args = ap.parse_args()
+    if args.profile and args.jim_source.resolve() != REPO:
+        ap.error("--profile runs this checkout's jim in process: for another checkout's, see bench_monitor_pass.py")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped: the monitors are stopped too (finally)
     names = [s for s in args.scenarios.split(",") if s]
     sizes = {n: math.prod(int(x) for x in n.split("/")[0].split("x")) for n in names}
     args.profile_scenario = max(names, key=lambda n: sizes[n])
-    git = ["git", "-C", str(REPO)]
+    git = ["git", "-C", str(args.jim_source)]
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run([*git, "status", "--porcelain", "jim", "adapters"], capture_output=True, text=True).stdout
     args.commit = head + ("+changes" if dirty.strip() else "")  # the wheel is built from the tree as it is
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-busy-"))
-    py = site_python(tmp)
-    jim = jim_command(tmp)
+    py = site_python(tmp, args.jim_source)
+    jim = jim_command(tmp, args.jim_source)
     results: dict = {
         "machine": os.uname().nodename,
         "cpus": os.cpu_count(),
@@ -574,7 +587,7 @@ def main() -> None:
     }
     if not args.fresh:  # scenarios of earlier runs are kept (each with its own settings), this run's replace them
         try:
-            results["scenarios"] = json.loads(RESULTS.read_text())["scenarios"]
+            results["scenarios"] = json.loads(args.results.read_text())["scenarios"]
         except (OSError, ValueError, KeyError):
             pass
     try:
@@ -585,7 +598,7 @@ def main() -> None:
             except Exception as e:  # a scenario that cannot finish is reported, the others still run
                 results["scenarios"][name] = {"L": sizes[name], "error": str(e)[:500]}
                 print(f"  {name}: {e}", flush=True)
-            save(results)
+            save(results, args.results)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     done = [  # one user each: a monitor follows its own user's L
@@ -600,16 +613,16 @@ def main() -> None:
         "pass max, jim's own": slope([x for x, _ in done], [s.get("pass max, jim's own ms", 0) for _, s in done]),
         "CPU per minute": slope([x for x, _ in done], [s["monitor CPU s per minute"] for _, s in done]),
     }
-    save(results)
+    save(results, args.results)
     if args.json:
         print(json.dumps(results, indent=2))
         return
     report(results)
 
 
-def save(results: dict) -> None:
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2))
+def save(results: dict, path: Path) -> None:
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(results, indent=2))
 
 
 def report(results: dict) -> None:

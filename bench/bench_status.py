@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What ``jim status ID`` costs for a grid job of many local jobs: the text view and ``--json``.
 
-    python bench/bench_status.py [--local-jobs 10000] [--runs 5] [--attempts 1] [--json]
+    python bench/bench_status.py [--local-jobs 10000] [--runs 5] [--attempts 1] [--others 0] [--json]
 
 The record is made as ``bench_attempts.py`` makes it (:func:`bench_attempts.make_record`: every local
 job RUNNING on its attempt ``--attempts``, the earlier ones ended by a node failure), then each command
@@ -10,6 +10,10 @@ times, and ``.venv/bin/python -c pass`` as many, with Python's bytecode cache wr
 (``PYTHONDONTWRITEBYTECODE`` dropped: the warm-up run writes it).  Reported: the minimum wall time in milliseconds and
 as a ratio to ``python -c pass``, and the minimum CPU time (user + system) of the command, which a
 busy machine disturbs less than the wall time.
+
+``--others G`` puts G more grid jobs of 100 local jobs each in the same home (as
+``bench_monitor_pass.py`` makes them), so that the user has L = N + 100 G local jobs, and times
+``jim list`` too: ``--local-jobs 10000 --others 900`` is L = 100,000.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ def main() -> None:
     ap.add_argument("--local-jobs", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--attempts", type=int, default=1, help="the attempt every local job is on")
+    ap.add_argument("--others", type=int, default=0, help="more grid jobs of 100 local jobs in the home")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     venv = HERE.parent / ".venv" / "bin"
@@ -58,6 +63,10 @@ def main() -> None:
     try:
         home = tmp / "home"
         _db, job_id, _fake = make_record(home, args.local_jobs, args.attempts)
+        if args.others:
+            from bench_monitor_pass import make_site  # (lazy: it imports the tests' support)
+
+            make_site(home, args.others, 100)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["JIM_HOME"] = str(home)
         commands = {
@@ -65,6 +74,8 @@ def main() -> None:
             "jim status ID": ([jim, "status", job_id], env),
             "jim status ID --json": ([jim, "status", job_id, "--json"], env),
         }
+        if args.others:
+            commands["jim list"] = ([jim, "list"], env)
         for argv, e in commands.values():  # (warm-up: the page cache, the bytecode cache)
             run(argv, e, 1)
         got = {name: run(argv, e, args.runs) for name, (argv, e) in commands.items()}
@@ -73,6 +84,7 @@ def main() -> None:
     base = got["python -c pass"][0]
     res = {
         "local_jobs": args.local_jobs,
+        "L": args.local_jobs + 100 * args.others,
         "attempts": args.attempts,
         "runs": args.runs,
         "cpus": os.cpu_count(),
@@ -89,7 +101,8 @@ def main() -> None:
         print(json.dumps(res, indent=2))
         return
     print(
-        f"N = {args.local_jobs} local jobs on attempt {args.attempts}, {res['cpus']} CPUs, "
+        f"N = {args.local_jobs} local jobs on attempt {args.attempts} (L = {res['L']} in the home), "
+        f"{res['cpus']} CPUs, "
         f"Python {res['python']}; min of {args.runs} runs"
     )
     print(f"{'':<24}{'wall ms':>9}{'ratio':>8}{'cpu ms':>9}")

@@ -442,6 +442,7 @@ idle_exit = 3600
             "pass p50, jim's own ms": round(statistics.median((p["wall"] - p["batch"]) * 1000 for p in steady), 2),
             "pass max, jim's own ms": round(max((p["wall"] - p["batch"]) * 1000 for p in steady), 1),
             "monitor CPU s per minute": round(sum(a["cpu"] - b["cpu"] for a, b in zip(after, before)) / minutes, 3),
+            "of which in passes s per minute": round(sum(p["cpu"] for p in steady) / minutes, 3),
             "monitor RSS VmHWM MiB (largest)": round(max(a["hwm"] for a in after) / 2**20, 1),
             "wchar bytes per minute": round(
                 (sum(a["wchar"] - b["wchar"] for a, b in zip(after, before)) - logged) / minutes

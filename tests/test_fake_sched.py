@@ -19,12 +19,7 @@ FMT = "%i|%A|%F|%K|%T|%r|%j|%k"
 def fake(tmp_path):
     f = FakeSched(tmp_path / "state")
     yield f
-    # no job of this test may outlive it: each job is the leader of its own process group
-    for pgid_file in (f.dir / "run").glob("*.pgid"):
-        try:
-            os.killpg(int(pgid_file.read_text()), 9)
-        except (OSError, ValueError):
-            pass
+    f.kill_jobs()
 
 
 def sh(fake, *argv, check=True, timeout=30):

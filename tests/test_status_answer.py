@@ -27,11 +27,7 @@ def fake(tmp_path, monkeypatch):
     for k, v in f.env().items():
         monkeypatch.setenv(k, v)
     yield f
-    for pgid_file in (f.dir / "run").glob("*.pgid"):
-        try:
-            os.killpg(int(pgid_file.read_text()), 9)
-        except (OSError, ValueError):
-            pass
+    f.kill_jobs()
 
 
 def test_the_same_output_is_parsed_once_and_a_change_shares_the_unchanged_statuses(fake, tmp_path):

@@ -21,6 +21,14 @@ class FakeSched:
         base = dict(os.environ if base is None else base)
         return {"FAKE_SCHED_DIR": str(self.dir), "PATH": f"{BIN}:{base.get('PATH', '/usr/bin:/bin')}"}
 
+    def kill_jobs(self) -> None:
+        """Kill every job this fake started (each leads its own process group): none may outlive its test."""
+        for pgid_file in (self.dir / "run").glob("*.pgid"):
+            try:
+                os.killpg(int(pgid_file.read_text()), 9)
+            except (OSError, ValueError):
+                pass
+
     def set_faults(self, **faults) -> None:
         """Replace faults.json (see fakesched.FAULTS); the commands read it on every run."""
         path = self.dir / "faults.json"

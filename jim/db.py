@@ -396,6 +396,14 @@ class GridJob:
     def local(self, index: int) -> LocalJob:
         return LocalJob(self._local_elements()[index])
 
+    def local_keys(self) -> Iterator[tuple[LocalJob, LocalState, str | None, tuple[int, int]]]:
+        """(local job, its state, batch id, (index, attempt)) of every local job, in order: what a scan of
+        all of them needs, read with one attribute lookup each."""
+        for el in self._local_elements():
+            lj = LocalJob(el)
+            attempt = el.get("attempt")
+            yield lj, lj.state, el.get("batchId"), (lj.index, int(attempt) if attempt else 1)
+
     def _local_elements(self) -> list[etree._Element]:
         # lxml child indexing walks a linked list: keep one list (local jobs are never added or removed)
         els = self.__dict__.get("_els")

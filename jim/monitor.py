@@ -13,8 +13,9 @@ with nothing active.  Every ``interval`` seconds it makes one pass
 3. **accounting**: jobs absent from the queue (or ended there) whose wrapper
    left no exit-code file are looked up in the accounting records, at most
    once per status answer;
-4. **apply**, per grid job whose inputs changed: each local job is brought up
-   to date in order of evidence (:func:`apply_local`): in the queue, its state
+4. **apply**, per grid job whose inputs changed: each local job whose status
+   or wrapper directory changed (every one after the record changed, and in
+   the periodic look) is brought up to date in order of evidence (:func:`apply_local`): in the queue, its state
    (a terminal one takes its exit code from the wrapper's file, else the
    accounting, else the batch system); absent, the wrapper's exit-code file,
    else the accounting record, else, after ``lost_grace`` seconds, LOST.  The
@@ -134,6 +135,9 @@ class _PassFailures:
 #: Seconds after which a grid job in which nothing changed is looked at again all the same (each grid job
 #: at its own moment within the period): a safety net, not the way news arrives.
 FULL_LOOK = 1800.0
+#: The grid jobs' periodic looks fall in this many moments of the period, spread by grid job: at most one
+#: pass in FULL_LOOK / LOOK_SLOTS seconds ends a quiet run for them, however many grid jobs there are.
+LOOK_SLOTS = 30
 #: Seconds a ``local/`` directory's mtime must be old, when it is listed, to be trusted to show the next
 #: change (file times move in clock ticks, and a shared file system's clock may differ a little).
 SETTLE = 2.0
@@ -163,20 +167,22 @@ class _Seen:
     """``root`` was older than :data:`SETTLE` seconds when the directory was listed."""
     next_look: float = math.inf
     """When a rule of time next concerns it, with no other news (see :func:`_inputs`)."""
+    waiting: int = 0
+    """How many of its local jobs await submission."""
+    applied: dict[tuple[int, int], tuple[int, int]] | None = None
+    """The wrappers' directories the last pass applied (``dirs`` then): which of them changed since."""
 
     @classmethod
     def of(cls, mtime: int, job: GridJob, held_timeout: float, signature: object = None) -> _Seen:
         active = {}
         waiting = 0
         held = None
-        for lj in job.local_jobs():
-            state = lj.state
+        for lj, state, batch_id, key in job.local_keys():
             if state in _UNSUBMITTED:
                 waiting += 1
                 continue
-            batch_id = lj.batch_id
             if batch_id and not state.terminal:
-                active[batch_id] = lj.dir_key
+                active[batch_id] = key
                 if state in (LocalState.HELD, LocalState.SUSPENDED):
                     since = lj.entered(state)
                     if since is not None:
@@ -188,6 +194,7 @@ class _Seen:
             job.last_entered(LocalState.QUEUED) or 0.0,
             job.retry_at(waiting) if waiting else None,
             held + held_timeout if held is not None else None,
+            waiting=waiting,
         )
 
     def keep_inputs(self, before: _Seen | None) -> None:
@@ -211,7 +218,8 @@ class Memo:
     rule: retry.Rule | None = None
     """The retry rule (its job types' hooks looked up once)."""
     quiet: _Quiet | None = None
-    """The last pass, when it changed nothing: the next skips everything while nothing it depends on moved."""
+    """The last pass, when it left every grid job up to date: the next skips everything while nothing it
+    depends on moved."""
 
 
 def refresh(
@@ -224,7 +232,8 @@ def refresh(
     job whose record, batch statuses (the same answer, or the same status objects in a new one: see
     :meth:`Adapter.cached_answer`) and ``local/`` directory (its mtime: the wrapper touches it whenever it
     writes something the monitor reads) did not change, and that no rule of time concerns, is neither
-    read nor written, and its wrappers' directories are not listed.
+    read nor written, and its wrappers' directories are not listed; in a grid job that changed, only the
+    local jobs whose status or directory changed are applied (see :func:`_which`).
     """
     now = time.time() if now is None else now
     memo = Memo() if memo is None else memo
@@ -254,7 +263,15 @@ def refresh(
         _refresh_job(config, db, adapter, memo, job_id, result, accounting, memo.seen[job_id].dirs, now, inputs[job_id])
         for job_id in changed
     )
-    if not changed and home_key is not None and result.ok and not memo.failures and _settled(home_key):
+    # quiet from here on while nothing moves: what this pass applied is in every grid job's signature, and
+    # a record it wrote moved db/ past home_key (taken before the pass, settled: a later change shows)
+    if (
+        home_key is not None
+        and result.ok
+        and not memo.failures
+        and _settled(home_key)
+        and all(seen.signature is not None for seen in memo.seen.values())
+    ):
         until = min((seen.next_look for seen in memo.seen.values()), default=math.inf)
         memo.quiet = _Quiet(home_key, until, batch_ids, result.statuses, active)
     return active
@@ -262,7 +279,8 @@ def refresh(
 
 @dataclass
 class _Quiet:
-    """A pass that changed nothing, and what must stay as it was for the next to change nothing either."""
+    """A pass that left every grid job up to date, and what must stay as it was for the next to have
+    nothing to do."""
 
     key: tuple[int, int]
     """The mtimes of the home's ``db`` directory (every record and summary is replaced there) and ``jobs``
@@ -349,7 +367,7 @@ def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: Quer
         tick = int(now // period)
         next_look = (tick + 1) * period
     else:
-        offset = zlib.crc32(job_id.encode()) % FULL_LOOK
+        offset = (zlib.crc32(job_id.encode()) % LOOK_SLOTS) * (FULL_LOOK / LOOK_SLOTS)
         tick = int((now + offset) // FULL_LOOK)
         next_look = (tick + 1) * FULL_LOOK - offset
     due = seen.wake_at is not None and now >= seen.wake_at
@@ -443,19 +461,47 @@ def _refresh_job(
 ) -> int:
     """Bring one grid job up to date; 1 while it stays active, else 0."""
     jlog = for_job("jim.monitor", job_id)
+    which = _which(memo.seen[job_id], signature)
     try:
         with db.update(job_id) as rec:
             before = rec.state
-            _apply_all(config, db, adapter, memo, rec, result, accounting, dirs, now, jlog)
+            _apply_all(config, db, adapter, memo, rec, result, accounting, dirs, now, jlog, which)
         if rec.state is not before:
             jlog.info("grid job %s: %s -> %s", job_id, before.name, rec.state.name)
             seg.emit(rec)
-        active = _follow_up(config, db, memo, rec, signature, now, jlog)
+        active = _follow_up(config, db, memo, rec, signature, dirs, now, jlog)
     except Exception as e:  # whatever goes wrong with one grid job stays with that grid job
         return _contain(db, adapter, memo, job_id, e)
     if memo.failures.pop(job_id, None):
         jlog.info("monitoring of grid job %s works again", job_id)
     return active
+
+
+def _which(seen: _Seen, inputs: object) -> set[tuple[int, int]] | None:
+    """The local jobs (their directory keys) a pass must apply to a grid job whose record is the one the
+    last pass wrote: those whose batch status changed, is missing or is a terminal one the last pass could
+    not settle, and those whose wrapper's directory changed.  None: every local job (the record changed,
+    the answer failed, a hold may be overdue, or the periodic look is due).  The others' inputs are
+    those the last pass applied, so applying them again would change nothing."""
+    before, applied = seen.signature, seen.applied
+    if before is None or applied is None:
+        return None
+    old, _files, old_tick, _due = typing.cast(tuple[typing.Any, object, int, bool], before)
+    new, _files, tick, due = typing.cast(tuple[typing.Any, object, int, bool], inputs)
+    if old is None or new is None or due or len(old) != len(new) or len(new) != len(seen.batch_ids):
+        return None
+    if tick != old_tick and None not in new:
+        return None  # the periodic look at everything
+    which = {
+        key
+        for key, was, got in zip(seen.batch_ids.values(), old, new)
+        if got is None or got is not was or got.state.terminal
+    }
+    dirs = seen.dirs
+    if dirs is not applied:
+        which.update(key for key, times in dirs.items() if applied.get(key) != times)
+        which.update(key for key in applied if key not in dirs)
+    return which
 
 
 #: Passes in a row that may fail on one grid job before it ends FAILED.
@@ -519,12 +565,18 @@ def _apply_all(
     dirs: dict[tuple[int, int], tuple[int, int]],
     now: float,
     jlog: logging.LoggerAdapter[logging.Logger],
+    which: set[tuple[int, int]] | None = None,
 ) -> None:
-    """Apply the pass to every local job of a record (under its lock), give the local jobs that
-    ended through no fault of their own another attempt, cancel overdue holds, aggregate."""
+    """Apply the pass to the local jobs of a record (under its lock): every one, or those of ``which``
+    (see :func:`_which`); give the local jobs that ended through no fault of their own another attempt,
+    cancel overdue holds, aggregate."""
     mon = config.monitor
     local_root = db.home.job_dir(rec.id) / "local"
-    for lj in rec.local_jobs():
+    if which is None:
+        local_jobs = rec.local_jobs()
+    else:
+        local_jobs = [lj for lj in map(rec.local, sorted({i for i, _attempt in which})) if lj.dir_key in which]
+    for lj in local_jobs:
         was_terminal = lj.state.terminal
         key = lj.dir_key
         apply_local(
@@ -540,7 +592,7 @@ def _apply_all(
         )
         if not was_terminal and lj.state.terminal:
             _ended(config, memo, rec, lj, now, jlog)
-    overdue = overdue_holds(rec, now, mon.held_timeout)
+    overdue = overdue_holds(rec, now, mon.held_timeout) if which is None else []  # (else none is due)
     if overdue:
         _cancel_overdue(adapter, overdue, mon.held_timeout, jlog)
     rec.recompute(max_failed_fraction=config.site.max_failed_fraction)
@@ -572,6 +624,7 @@ def _follow_up(
     memo: Memo,
     rec: GridJob,
     signature: object,
+    dirs: dict[tuple[int, int], tuple[int, int]],
     now: float,
     jlog: logging.LoggerAdapter[logging.Logger],
 ) -> int:
@@ -608,10 +661,11 @@ def _follow_up(
             got = fresh.answer.get
             statuses = fresh.statuses = tuple(got(b) for b in fresh.batch_ids)
         fresh.signature = (statuses, root, tick, fresh.wake_at is not None and now >= fresh.wake_at)
+        fresh.applied = dirs
     memo.seen[job_id] = fresh
     if rec.state.terminal:
         return 0
-    waiting = sum(1 for lj in local_jobs if lj.state in _UNSUBMITTED)
+    waiting = fresh.waiting
     if not rec.cancel_requested and waiting:
         retry_at = rec.retry_at(waiting)
         if retry_at is None or retry_at - time.time() <= retry.WORKER_WAIT:

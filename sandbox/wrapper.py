@@ -462,7 +462,20 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log, touch=None
     hb.beat()
     hb.start()
     received = []
+    started = []  # type: list  # the job's process, once there is one
 
+    def forward(signum, frame):
+        received.append(signum)
+        log("received signal %d, passing it to the job" % signum)
+        for p in started:
+            try:
+                os.kill(p.pid, signum)
+            except OSError:
+                pass
+
+    # (before the job starts: a signal in between would kill the wrapper before it wrote its exit file)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
+        signal.signal(s, forward)
     with open(os.path.join(outdir, "stdout"), "ab") as out, open(os.path.join(outdir, "stderr"), "ab") as err:
         try:
             proc = subprocess.Popen(
@@ -480,17 +493,12 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log, touch=None
             return 127, {"error": "cannot run %s: %s" % (argv[0], e)}
         finally:
             os.close(stdin)
-
-        def forward(signum, frame):
-            received.append(signum)
-            log("received signal %d, passing it to the job" % signum)
+        started.append(proc)
+        for signum in list(received):  # (signals that came while the job was being started)
             try:
                 os.kill(proc.pid, signum)
             except OSError:
                 pass
-
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
-            signal.signal(s, forward)
         while True:
             try:
                 rc = proc.wait()

@@ -26,9 +26,17 @@ from jim.submit import submit
 from support.fake_adapter import FakeAdapter, SameAnswerAdapter, ended
 
 
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    """A config, a database, a fake batch system; every background process start is recorded, not made."""
+class _Shared(SameAnswerAdapter):
+    """Answers through the status cache, asked again every pass, as a command adapter's: a new answer
+    shares each unchanged job's status object with the last one (what lets a pass skip that job)."""
+
+    user_wide_query = True
+
+
+@pytest.fixture(params=["fresh statuses", "shared statuses"])
+def site(request, tmp_path, monkeypatch):
+    """A config, a database, a fake batch system (its every answer new, or through the status cache with
+    unchanged statuses shared); every background process start is recorded, not made."""
     config = parse(
         {"monitor": {"interval": 0.01, "lost_grace": 60.0, "held_timeout": 600.0}, "retry": {"max_attempts": 1}},
         env={"JIM_HOME": str(tmp_path / "home")},
@@ -45,7 +53,7 @@ def site(tmp_path, monkeypatch):
     s.config, s.db, s.fake, s.started, s.seg = (
         config,
         Database(home.ensure()),
-        FakeAdapter(home),
+        FakeAdapter(home) if request.param == "fresh statuses" else _Shared(home, cache_interval=1e-6),
         started,
         tmp_path / "seg",
     )
@@ -363,3 +371,83 @@ def test_a_quiet_monitor_still_applies_a_rule_of_time_when_it_is_due(site):
     assert memo.quiet is not None and memo.quiet.until <= held_at + 600
     site.refresh(memo=memo, now=held_at + 601)
     assert site.db.read(job).local(0).state is LocalState.CANCELLED
+
+
+def test_a_pass_applies_only_the_local_jobs_whose_status_or_directory_changed(site, monkeypatch):
+    from jim import monitor
+
+    site.fake = _Shared(site.db.home, cache_interval=1e-6)
+    job = site.grid_job(10)
+    for k in range(10):
+        site.fake.set_state(f"{job}.{k}", LocalState.RUNNING)
+    local = site.db.home.local_dir(job, 4)
+    local.mkdir(parents=True)
+    _age(local, local.parent)
+    memo = Memo()
+    site.refresh(memo=memo)  # (the first pass applies every local job)
+    applied: list[int] = []
+    real = monitor.apply_local
+    monkeypatch.setattr(monitor, "apply_local", lambda lj, *a, **kw: applied.append(lj.index) or real(lj, *a, **kw))
+    site.fake.set_state(f"{job}.7", LocalState.DONE, exit_code=0)
+    site.refresh(memo=memo)
+    assert applied == [7]
+    assert states(site.db, job) == [LocalState.RUNNING] * 7 + [LocalState.DONE] + [LocalState.RUNNING] * 2
+    applied.clear()
+    (local / "progress").write_text("d0gstar 117 250\n")
+    os.utime(local.parent)  # (the wrapper's touch)
+    site.refresh(memo=memo)
+    assert applied == [4] and site.db.read(job).local(4).progress == [("d0gstar", 117, 250)]
+
+
+def test_a_local_job_gone_from_the_queue_is_applied_on_every_tick_while_the_others_are_not(site, monkeypatch):
+    from jim import monitor
+
+    site.fake = _Shared(site.db.home, cache_interval=1e-6)
+    job = site.grid_job(3)
+    memo = Memo()
+    t0 = site.db.read(job).local(0).entered(LocalState.QUEUED) + 1
+    site.refresh(now=t0, memo=memo)
+    applied: list[int] = []
+    real = monitor.apply_local
+    monkeypatch.setattr(monitor, "apply_local", lambda lj, *a, **kw: applied.append(lj.index) or real(lj, *a, **kw))
+    site.fake.vanish(f"{job}.1")
+    site.refresh(now=t0 + 1, memo=memo)
+    site.refresh(now=t0 + 60 + 16, memo=memo)
+    assert set(applied) == {1}
+    assert states(site.db, job) == [LocalState.QUEUED, LocalState.LOST, LocalState.QUEUED]
+
+
+def test_the_periodic_look_applies_every_local_job_again(site, monkeypatch):
+    from jim import monitor
+    from jim.monitor import FULL_LOOK
+
+    site.fake = _Shared(site.db.home, cache_interval=1e-6)
+    site.grid_job(3)
+    memo, t0 = Memo(), time.time()
+    site.refresh(now=t0, memo=memo)
+    applied: list[int] = []
+    real = monitor.apply_local
+    monkeypatch.setattr(monitor, "apply_local", lambda lj, *a, **kw: applied.append(lj.index) or real(lj, *a, **kw))
+    site.refresh(now=t0 + 1, memo=memo)
+    assert applied == []
+    site.refresh(now=t0 + FULL_LOOK + 1, memo=memo)
+    assert applied == [0, 1, 2]
+
+
+def test_the_periodic_looks_of_many_grid_jobs_end_a_quiet_run_once_per_slot(site, monkeypatch):
+    from jim import monitor
+    from jim.monitor import FULL_LOOK, LOOK_SLOTS
+
+    site.fake = SameAnswerAdapter(site.db.home)
+    jobs = [site.grid_job(1) for _ in range(90)]
+    home = site.db.home
+    memo, t0 = Memo(), time.time()
+    site.refresh(memo=memo, now=t0)
+    _age(home.db, home.jobs)
+    collects = []
+    real = monitor._collect
+    monkeypatch.setattr(monitor, "_collect", lambda *a: collects.append(1) or real(*a))
+    slot = FULL_LOOK / LOOK_SLOTS
+    for i in range(int(4 * slot / 2)):  # a pass every 2 s for four slots
+        assert site.refresh(memo=memo, now=t0 + 2 * i) == len(jobs)
+    assert len(collects) <= 4 + 2  # (90 grid jobs looked at one by one would end it 12 times)

@@ -143,7 +143,8 @@ class SameAnswerAdapter(FakeAdapter):
         if last is not None and last[0] == said:
             return QueryResult(ok=True, statuses=last[1])
         result = super().query(batch_ids)
-        self._parsed = (said, result.statuses)  # type: ignore[assignment]
+        if result.ok:  # (a failed command's output is not an answer to remember)
+            self._parsed = (said, result.statuses)  # type: ignore[assignment]
         return result
 
 

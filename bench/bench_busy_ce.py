@@ -349,7 +349,14 @@ interval = {args.interval}
 idle_exit = 3600
 """
     )
-    base_env = {k2: v for k2, v in os.environ.items() if not k2.startswith(("JIM_", "FAKE_SCHED"))}
+    # (without PYTHONUNBUFFERED: the fake's commands are Python, and unbuffered their output reaches the
+    # monitor a line per write, where squeue's stdio writes blocks; at 100,000 lines reading it so costs
+    # the monitor four times the CPU)
+    base_env = {
+        k2: v
+        for k2, v in os.environ.items()
+        if not k2.startswith(("JIM_", "FAKE_SCHED")) and k2 != "PYTHONUNBUFFERED"
+    }
     fake_bin = FAKE_BIN if args.plain_fake else fast_fake(tmp / "fake-bin")
     users = [User(root / f"user{i}", cfg, base_env, fake_bin) for i in range(n_users)]
     res: dict = {"grid jobs": g, "local jobs each": k, "users": n_users, "L": g * k}
@@ -360,7 +367,7 @@ idle_exit = 3600
         "cache_interval s": args.cache_interval,
         "max backlog": args.max_backlog,
         "monitor during submission": not args.quiet_submit,
-        "fake": "plain" if args.plain_fake else "indexed accounting",
+        "fake": ("plain" if args.plain_fake else "indexed accounting") + ", output buffered",
         "jim commit": args.commit,
     }
     held = []

@@ -353,9 +353,7 @@ idle_exit = 3600
     # monitor a line per write, where squeue's stdio writes blocks; at 100,000 lines reading it so costs
     # the monitor four times the CPU)
     base_env = {
-        k2: v
-        for k2, v in os.environ.items()
-        if not k2.startswith(("JIM_", "FAKE_SCHED")) and k2 != "PYTHONUNBUFFERED"
+        k2: v for k2, v in os.environ.items() if not k2.startswith(("JIM_", "FAKE_SCHED")) and k2 != "PYTHONUNBUFFERED"
     }
     fake_bin = FAKE_BIN if args.plain_fake else fast_fake(tmp / "fake-bin")
     users = [User(root / f"user{i}", cfg, base_env, fake_bin) for i in range(n_users)]

@@ -49,7 +49,7 @@ from jim import background, localfiles, retry, seg
 from jim.adapters import get_adapter
 from jim.adapters.base import Adapter, BatchStatus, QueryResult
 from jim.config import Config
-from jim.db import Database, GridJob, LocalJob
+from jim.db import Database, GridJob, LocalJob, disk_key
 from jim.errors import JimError, JobNotFound
 from jim.jobid import local_dir_name
 from jim.locks import SingleInstance
@@ -147,7 +147,8 @@ SETTLE = 2.0
 class _Seen:
     """What the monitor last applied to a grid job, so that an unchanged job costs no parse."""
 
-    mtime: int
+    version: object
+    """Its record file's identity when read (inode, size, mtime: :func:`jim.db.disk_key`)."""
     batch_ids: dict[str, tuple[int, int]]
     """Batch id -> (local job index, attempt), of its active local jobs."""
     signature: object = None
@@ -173,7 +174,7 @@ class _Seen:
     """The wrappers' directories the last pass applied (``dirs`` then): which of them changed since."""
 
     @classmethod
-    def of(cls, mtime: int, job: GridJob, held_timeout: float, signature: object = None) -> _Seen:
+    def of(cls, version: object, job: GridJob, held_timeout: float, signature: object = None) -> _Seen:
         active = {}
         waiting = 0
         held = None
@@ -188,7 +189,7 @@ class _Seen:
                     if since is not None:
                         held = since if held is None else min(held, since)
         return cls(
-            mtime,
+            version,
             active,
             signature,
             job.last_entered(LocalState.QUEUED) or 0.0,
@@ -244,22 +245,22 @@ def refresh(
         if result.ok and result.statuses is quiet.answer:
             return quiet.active  # no record, no wrapper, no status and no rule of time changed anything
     memo.quiet = None
-    mtimes = _collect(db, adapter, memo, config.monitor.held_timeout)
-    batch_ids = [b for job_id in mtimes for b in memo.seen[job_id].batch_ids]
+    versions = _collect(db, adapter, memo, config.monitor.held_timeout)
+    batch_ids = [b for job_id in versions for b in memo.seen[job_id].batch_ids]
     result = _query(adapter, batch_ids)
-    inputs = {job_id: _inputs(config, db, memo.seen[job_id], job_id, result, now) for job_id in mtimes}
+    inputs = {job_id: _inputs(config, db, memo.seen[job_id], job_id, result, now) for job_id in versions}
     changed = {
-        job_id: mtime
-        for job_id, mtime in mtimes.items()
-        if memo.seen[job_id].signature != inputs[job_id] or memo.seen[job_id].mtime != mtime
+        job_id: version
+        for job_id, version in versions.items()
+        if memo.seen[job_id].signature != inputs[job_id] or memo.seen[job_id].version != version
     }
-    for job_id in mtimes:
+    for job_id in versions:
         seen = memo.seen[job_id]
         if seen.retry_at is not None and now >= seen.retry_at:
             seen.retry_at = None  # a retry is due: its worker (started once; it submits every due one)
             background.start_worker(db.home.root, job_id)
     accounting = _accounting(adapter, db, memo, result, changed) if result.ok and changed else {}
-    active = (len(mtimes) - len(changed)) + sum(
+    active = (len(versions) - len(changed)) + sum(
         _refresh_job(config, db, adapter, memo, job_id, result, accounting, memo.seen[job_id].dirs, now, inputs[job_id])
         for job_id in changed
     )
@@ -304,26 +305,27 @@ def _settled(key: tuple[int, int]) -> bool:
     return time.time() - max(key) / 1e9 >= SETTLE
 
 
-def _collect(db: Database, adapter: Adapter, memo: Memo, held_timeout: float) -> dict[str, int]:
-    """The active grid jobs and their record's mtime; ``memo`` brought up to date for changed records."""
+def _collect(db: Database, adapter: Adapter, memo: Memo, held_timeout: float) -> dict[str, object]:
+    """The active grid jobs and their record file's identity; ``memo`` brought up to date for changed
+    records."""
     ids = [job_id for job_id in db.active_ids() if job_id not in memo.given_up]
     for gone in set(memo.seen) - set(ids):
         del memo.seen[gone]
     for gone in set(memo.failures) - set(ids):
         del memo.failures[gone]
-    mtimes: dict[str, int] = {}
+    versions: dict[str, object] = {}
     for job_id in ids:
         try:
-            mtime = db.home.record(job_id).stat().st_mtime_ns
+            version = disk_key(db.home.record(job_id))
         except FileNotFoundError:
             continue
         except OSError as e:
             _contain(db, adapter, memo, job_id, e)
             continue
         seen = memo.seen.get(job_id)
-        if seen is None or seen.mtime != mtime:
+        if seen is None or seen.version != version:
             try:
-                fresh = _Seen.of(mtime, db.read(job_id), held_timeout)
+                fresh = _Seen.of(version, db.read(job_id), held_timeout)
             except JobNotFound:
                 continue
             except Exception as e:  # a record jim cannot read is that grid job's problem alone
@@ -331,8 +333,8 @@ def _collect(db: Database, adapter: Adapter, memo: Memo, held_timeout: float) ->
                 continue
             fresh.keep_inputs(seen)
             memo.seen[job_id] = fresh
-        mtimes[job_id] = mtime
-    return mtimes
+        versions[job_id] = version
+    return versions
 
 
 def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: QueryResult, now: float) -> object:
@@ -464,6 +466,8 @@ def _refresh_job(
     which = _which(memo.seen[job_id], signature)
     try:
         with db.update(job_id) as rec:
+            if rec.disk_key != memo.seen[job_id].version:
+                which = None  # (written since it was collected, say by the worker: every local job)
             before = rec.state
             _apply_all(config, db, adapter, memo, rec, result, accounting, dirs, now, jlog, which)
         if rec.state is not before:
@@ -647,11 +651,8 @@ def _follow_up(
             memo.seen.pop(job_id, None)
             return 0
         signature = None  # not gathered yet: tried again on the next pass
-    try:
-        mtime = db.home.record(job_id).stat().st_mtime_ns
-    except FileNotFoundError:
-        mtime = 0
-    fresh = _Seen.of(mtime, rec, config.monitor.held_timeout)
+    # (the file as this pass read or wrote it; None, when it is not known, has it read again next pass)
+    fresh = _Seen.of(rec.disk_key, rec, config.monitor.held_timeout)
     fresh.keep_inputs(memo.seen.get(job_id))
     if signature is not None:
         # what this pass applied, as the next pass will see it if nothing changes: the statuses of the

@@ -451,3 +451,36 @@ def test_the_periodic_looks_of_many_grid_jobs_end_a_quiet_run_once_per_slot(site
     for i in range(int(4 * slot / 2)):  # a pass every 2 s for four slots
         assert site.refresh(memo=memo, now=t0 + 2 * i) == len(jobs)
     assert len(collects) <= 4 + 2  # (90 grid jobs looked at one by one would end it 12 times)
+
+
+def test_a_record_written_by_another_process_during_the_pass_has_every_local_job_applied(site, monkeypatch):
+    from jim import monitor
+    from jim.states import Evidence
+
+    site.fake = _Shared(site.db.home, cache_interval=1e-6)
+    job = site.grid_job(3)
+    for k in range(3):
+        site.fake.set_state(f"{job}.{k}", LocalState.RUNNING)
+    memo = Memo()
+    site.refresh(memo=memo)
+    real = monitor._collect
+
+    def collect_then_resubmit(*a):
+        versions = real(*a)
+        # meanwhile another process gives local job 2 another attempt, and the worker submits it
+        with site.db.update(job) as rec:
+            lj = rec.local(2)
+            lj.set_state(LocalState.FAILED, evidence=Evidence.BATCH, reason="by hand")
+            lj.new_attempt("resubmitted by hand")
+            tag = lj.tag
+        worker.submit_pending(site.config, site.db, job, site.fake)
+        site.fake.set_state(tag, LocalState.RUNNING)
+        return versions
+
+    monkeypatch.setattr(monitor, "_collect", collect_then_resubmit)
+    site.fake.set_state(f"{job}.1", LocalState.DONE, exit_code=0)  # (news of its own this pass)
+    site.refresh(memo=memo)
+    monkeypatch.setattr(monitor, "_collect", real)
+    site.refresh(memo=memo)
+    lj = site.db.read(job).local(2)
+    assert (lj.attempt, lj.state) == (2, LocalState.RUNNING)

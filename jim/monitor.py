@@ -361,10 +361,18 @@ def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: Quer
         # changed less than SETTLE seconds before the scan is listed again until it is older
         seen.settled = scanned - root / 1e9 >= SETTLE
     files = seen.root if seen.settled else tuple(sorted(seen.dirs.items()))
-    # time matters too: a job absent without evidence turns LOST after a grace period, a hold that lasts
-    # too long is cancelled, and every grid job is looked at again once in a long while
-    waiting_on_time = statuses is not None and None in statuses
-    if waiting_on_time:
+    tick, due = _rules_of_time(config, seen, job_id, statuses, now)
+    return (statuses, files, tick, due)
+
+
+def _rules_of_time(
+    config: Config, seen: _Seen, job_id: str, statuses: tuple[object, ...] | None, now: float
+) -> tuple[int, bool]:
+    """Time matters too: a job absent without evidence turns LOST after a grace period, a hold that lasts
+    too long is cancelled, and every grid job is looked at again once in a long while.  The tick of the
+    rule that concerns the grid job now and whether a hold is due; ``seen.next_look`` set to when one
+    next concerns it."""
+    if statuses is not None and None in statuses:
         period = min(60.0, max(0.5, config.monitor.lost_grace / 4))
         tick = int(now // period)
         next_look = (tick + 1) * period
@@ -372,12 +380,11 @@ def _inputs(config: Config, db: Database, seen: _Seen, job_id: str, result: Quer
         offset = (zlib.crc32(job_id.encode()) % LOOK_SLOTS) * (FULL_LOOK / LOOK_SLOTS)
         tick = int((now + offset) // FULL_LOOK)
         next_look = (tick + 1) * FULL_LOOK - offset
-    due = seen.wake_at is not None and now >= seen.wake_at
     for at in (seen.wake_at, seen.retry_at):
         if at is not None and now < at < next_look:
             next_look = at
     seen.next_look = next_look
-    return (statuses, files, tick, due)
+    return tick, seen.wake_at is not None and now >= seen.wake_at
 
 
 def _query(adapter: Adapter, batch_ids: list[str]) -> QueryResult:
@@ -656,12 +663,14 @@ def _follow_up(
     fresh.keep_inputs(memo.seen.get(job_id))
     if signature is not None:
         # what this pass applied, as the next pass will see it if nothing changes: the statuses of the
-        # local jobs still active, from the same answer, and the rules of time as they stand now
-        statuses, root, tick, _due = typing.cast(tuple[object, int, int, bool], signature)
+        # local jobs still active, from the same answer, and the rules of time as they stand now (and when
+        # one next concerns it: a quiet run ends then)
+        statuses, root, _tick, _due = typing.cast(tuple[typing.Any, int, int, bool], signature)
         if statuses is not None and fresh.answer is not None:
             got = fresh.answer.get
             statuses = fresh.statuses = tuple(got(b) for b in fresh.batch_ids)
-        fresh.signature = (statuses, root, tick, fresh.wake_at is not None and now >= fresh.wake_at)
+        tick, due = _rules_of_time(config, fresh, job_id, statuses, now)
+        fresh.signature = (statuses, root, tick, due)
         fresh.applied = dirs
     memo.seen[job_id] = fresh
     if rec.state.terminal:

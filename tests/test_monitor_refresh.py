@@ -484,3 +484,19 @@ def test_a_record_written_by_another_process_during_the_pass_has_every_local_job
     site.refresh(memo=memo)
     lj = site.db.read(job).local(2)
     assert (lj.attempt, lj.state) == (2, LocalState.RUNNING)
+
+
+def test_a_pass_that_applied_news_without_writing_still_ends_its_quiet_run_when_a_hold_is_due(site):
+    site.fake = SameAnswerAdapter(site.db.home)
+    job = site.grid_job(1)
+    bid = site.fake.set_state(f"{job}.0", LocalState.HELD)
+    home = site.db.home
+    memo = Memo()
+    site.refresh(memo=memo)
+    held_at = site.db.read(job).local(0).entered(LocalState.HELD)
+    _age(home.db, home.jobs)
+    site.fake.jobs[bid].exit_code = 5  # a new answer that changes nothing in the record
+    site.refresh(memo=memo, now=held_at + 10)
+    assert memo.quiet is not None and memo.quiet.until <= held_at + 600
+    site.refresh(memo=memo, now=held_at + 601)
+    assert site.db.read(job).local(0).state is LocalState.CANCELLED

@@ -72,6 +72,7 @@ from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.paths import Home
 from jim.ranges import runs
+from jim.safeio import atomic_write
 from jim.states import EndCause, Evidence, LocalState
 
 if TYPE_CHECKING:
@@ -699,10 +700,7 @@ class Adapter(abc.ABC):
         d = chunk.job_dir / "batch"
         d.mkdir(mode=0o700, exist_ok=True)
         path = d / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(text)
-        tmp.chmod(0o700)
-        os.replace(tmp, path)
+        atomic_write(path, text, mode=0o700, sync=False)
         return path
 
     def site_fact(self, name: str, compute: Callable[[], Any], *, key: str = "") -> Any:
@@ -828,7 +826,7 @@ class Adapter(abc.ABC):
             if self._parsed is not None and self._parsed[1] is fresh.statuses:
                 self._parsed = (self._parsed[0], result.statuses)
             head = json.dumps({"at": result.at, "ok": result.ok, "error": result.error})
-            _write_text(self._cache_path, f'{head[:-1]}, "statuses": {json.dumps(raw)}}}')
+            atomic_write(self._cache_path, f'{head[:-1]}, "statuses": {json.dumps(raw)}}}', sync=False)
             try:
                 self._answer = _Answer(disk_key(self._cache_path), raw, result, result.at)
             except OSError:
@@ -1053,13 +1051,7 @@ class _Answer:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    _write_text(path, json.dumps(data))
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data), sync=False)
 
 
 def _text(b: bytes | str | None) -> str:

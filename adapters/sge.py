@@ -62,6 +62,7 @@ from jim.adapters.base import (
 )
 from jim.errors import QueryError, SubmitError
 from jim.ranges import array_spec, parse_array_spec
+from jim.safeio import atomic_write
 from jim.states import EndCause, Evidence, LocalState
 
 log = logging.getLogger("jim.adapters")
@@ -408,9 +409,7 @@ def _prune_deleted(path: Path, now: float) -> None:
         return at.isdigit() and now - int(at) < DELETED_LOG_DAYS * 86400
 
     keep = [ln for ln in path.read_text().splitlines() if recent(ln)]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text("".join(ln + "\n" for ln in keep))
-    os.replace(tmp, path)
+    atomic_write(path, "".join(ln + "\n" for ln in keep), sync=False)
 
 
 def deleted_by_jim(path: Path) -> dict[str, float]:

@@ -46,11 +46,12 @@ from bench_cli import timed  # noqa: E402
 
 from jim.background import monitor_lock  # noqa: E402
 from jim.config import Config, parse  # noqa: E402
-from jim.db import Database, atomic_write, new_record  # noqa: E402
+from jim.db import Database, new_record  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
 from jim.locks import SingleInstance  # noqa: E402
 from jim.monitor import Memo, refresh  # noqa: E402
 from jim.paths import Home  # noqa: E402
+from jim.safeio import atomic_write  # noqa: E402
 from jim.states import EndCause, Evidence, GramState, LocalState  # noqa: E402
 
 from support.fake_adapter import FakeAdapter, FakeJob  # noqa: E402

@@ -35,9 +35,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from jim import summary  # noqa: E402
-from jim.db import Database, atomic_write, new_record  # noqa: E402
+from jim.db import Database, new_record  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
 from jim.paths import Home  # noqa: E402
+from jim.safeio import atomic_write  # noqa: E402
 
 
 def median_ms(fn, runs: int) -> float:

@@ -62,6 +62,7 @@ from jim.errors import DatabaseError, JobNotFound
 from jim.jobid import local_tag
 from jim.locks import locked
 from jim.paths import Home
+from jim.safeio import atomic_write
 from jim.states import Evidence, GramState, LocalState, aggregate_counts, grid_exit_code, may_transition
 from jim.timestamps import now_iso, parse_iso
 
@@ -82,22 +83,6 @@ STYLESHEET_PI = f'type="text/xsl" href="{STYLESHEET}"'
 
 def stylesheet_pi() -> etree._ProcessingInstruction:
     return etree.ProcessingInstruction("xml-stylesheet", STYLESHEET_PI)
-
-
-def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old or the new file, whole."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -709,7 +694,7 @@ class Database:
                 return
         except FileNotFoundError:
             pass
-        atomic_write(target, data, mode=0o644)
+        atomic_write(target, data)  # (0600: everything in a home is private to its user)
 
     def exists(self, job_id: str) -> bool:
         return self.home.record(job_id).exists()

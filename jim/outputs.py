@@ -42,6 +42,7 @@ The user names these files, so they are written with care:
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import json
 import os
@@ -57,7 +58,7 @@ from jim.jobdesc import JobDescription, Value
 from jim.jobid import local_dir_name
 from jim.locks import locked
 from jim.log import for_job
-from jim.safeio import open_regular
+from jim.safeio import atomic_write, open_regular
 from jim.status import attempts_of
 from jim.timestamps import now_iso
 
@@ -138,15 +139,6 @@ def check_output_tar(path: str, directory: str | None) -> str:
     return str(p)
 
 
-def _new_temp(target: Path) -> tuple[int, Path]:
-    """A new temporary file beside ``target`` (created exclusively, never through a symbolic link,
-    mode 0600): what jim writes in a user-named place goes there first, then is renamed into place."""
-    import tempfile  # (lazy: only when outputs are written; submit imports this module for its checks)
-
-    fd, name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent)
-    return fd, Path(name)
-
-
 def _add_file(tar: tarfile.TarFile, src: Path, arcname: str) -> bool:
     try:
         tar.add(str(src), arcname=arcname, recursive=False)
@@ -170,22 +162,16 @@ def gather(db: Database, job: GridJob) -> Path:
     }
     if target != home.job_dir(job.id) / f"{job.id}.tar.gz" and inside_home(target, home.root):
         raise OSError(errno.EPERM, "the output tar may not be written into jim's own directory", str(target))
-    fd, tmp = _new_temp(target)
-    try:
-        _write_tar(db, job, fd, manifest)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write(target, lambda raw: _write_tar(db, job, raw, manifest))
     return target
 
 
-def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) -> None:
+def _write_tar(db: Database, job: GridJob, raw: BinaryIO, manifest: dict[str, Any]) -> None:
     home = db.home
     root = job.id
     local_root = home.job_dir(job.id) / "local"
     local_jobs: list[dict[str, Any]] = manifest["local_jobs"]
-    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
+    with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
         for lj in job.local_jobs():
             k = lj.index
             d = home.local_dir(job.id, k, lj.attempt)
@@ -239,9 +225,6 @@ def _write_tar(db: Database, job: GridJob, fd: int, manifest: dict[str, Any]) ->
         _add_bytes(tar, f"{root}/record.xml", record)
         _add_bytes(tar, f"{root}/MANIFEST.json", json.dumps(manifest, indent=1).encode())
         _add_bytes(tar, f"{root}/MANIFEST.txt", _manifest_text(manifest).encode())
-        tar.close()
-        raw.flush()
-        os.fsync(raw.fileno())
 
 
 def _logs(tar: tarfile.TarFile, d: Path, root: str, prefix: str, sfx: str) -> list[str]:
@@ -326,16 +309,8 @@ def merge_stdio(db: Database, job: GridJob) -> list[str]:
             problems.append(f"{stream} not written: {str(dest_path)!r} is in jim's own directory")
             continue
         try:
-            fd, tmp = _new_temp(dest_path)
+            atomic_write(dest_path, functools.partial(_copy_streams, db, job, stream))
         except OSError as e:
-            problems.append(f"{stream} not written: {e.strerror or e} ({str(dest_path)!r})")
-            continue
-        try:
-            with os.fdopen(fd, "wb") as out:
-                _copy_streams(db, job, stream, out)
-            os.replace(tmp, dest_path)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
             problems.append(f"{stream} not written: {e.strerror or e} ({str(dest_path)!r})")
     return problems
 

@@ -27,7 +27,6 @@ from typing import Any
 
 from jim.adapters.base import check_queue_name
 from jim.config import Config
-from jim.db import atomic_write
 from jim.errors import InvalidAttribute, JimError, PlanError
 from jim.handlers import get_handler_class
 from jim.handlers.base import (
@@ -40,6 +39,7 @@ from jim.handlers.base import (
 )
 from jim.jobdesc import JobDescription
 from jim.paths import Home
+from jim.safeio import atomic_write
 
 PLAN_FILE = "plan.json"
 _PARAMETER_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")

@@ -1,4 +1,6 @@
-"""Reading a file someone else may have planted: opened without waiting, regular files only, bounded.
+"""Files jim reads that someone else may have planted, and files jim writes whole.
+
+**Reading** (opened without waiting, regular files only, bounded).
 
 A wrapper's progress file, a description file, a secret file, an input file:
 any of them may be a FIFO (opening it would wait for a writer for ever), a
@@ -6,6 +8,14 @@ device or a directory, or grow while it is read.  :func:`open_regular` opens
 read-only with ``O_NONBLOCK`` (a FIFO never blocks the open), optionally
 without following a final symbolic link, and refuses anything but a regular
 file; :func:`read_at_most` and :func:`read_regular` never read past a limit.
+
+**Writing** (:func:`atomic_write`, the one way jim replaces a file): readers
+see the old file or the new one, whole, never a half-written one.  The new
+content goes into a temporary file beside the target, created exclusively
+under a name nobody can have prepared (``O_EXCL | O_NOFOLLOW``: never an
+existing file, never through a symbolic link), given its mode, optionally
+``fsync``'d, then renamed over the target; on any failure the temporary file
+is removed and the target is as it was.
 
 Only ``os`` and ``stat`` are imported: the monitor reads wrapper files on
 every pass.
@@ -15,6 +25,11 @@ from __future__ import annotations
 
 import os
 import stat
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: see above)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import BinaryIO
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -80,3 +95,42 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = Fal
         return None
     finally:
         os.close(fd)
+
+
+def atomic_write(
+    path: str | os.PathLike[str],
+    content: bytes | str | Callable[[BinaryIO], None],
+    *,
+    mode: int = 0o600,
+    sync: bool = True,
+) -> None:
+    """Replace ``path`` with ``content`` (bytes, text written as UTF-8, or a function that writes into
+    the open file) so that readers see the old or the new file, whole.
+
+    ``mode`` is the new file's mode exactly (not reduced by the umask).  ``sync=False`` skips the
+    ``fsync``: for caches that may be lost in a crash, never for a record.  A symbolic link at
+    ``path`` is replaced, not followed.
+    """
+    target = os.fspath(path)
+    head, name = os.path.split(target)
+    tmp = os.path.join(head, f".{name[:64]}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(content, bytes):
+                f.write(content)
+            elif isinstance(content, str):
+                f.write(content.encode())
+            else:
+                content(f)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

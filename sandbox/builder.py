@@ -28,10 +28,10 @@ import tarfile
 import tempfile
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from jim.errors import InvalidAttribute
-from jim.safeio import NotRegular, kind, open_regular
+from jim.safeio import NotRegular, atomic_write, kind, open_regular
 
 SANDBOX_NAME = "sandbox.tar.gz"
 WRAPPER_NAME = "wrapper.py"
@@ -217,16 +217,13 @@ def build(
     wrapper = job_dir / WRAPPER_NAME
     pkg = resources.files("jim.sandbox")
     if not wrapper.exists():
-        tmpw = job_dir / f".{WRAPPER_NAME}.tmp"
-        tmpw.write_bytes(pkg.joinpath(WRAPPER_NAME).read_bytes())
-        tmpw.chmod(0o700)
-        os.replace(tmpw, wrapper)
+        atomic_write(wrapper, pkg.joinpath(WRAPPER_NAME).read_bytes(), mode=0o700, sync=False)
     if sandbox.exists():
         return sandbox, wrapper
-    tmp = job_dir / f".{SANDBOX_NAME}.{os.getpid()}.tmp"
-    try:
+
+    def write(raw: BinaryIO) -> None:
         left = max_input_bytes
-        with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
+        with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
             _add(tar, "manifest.json", json.dumps(manifest, separators=(",", ":")).encode(), 0o600)
             _add(tar, "bin/jim-progress", pkg.joinpath("jim-progress").read_bytes(), 0o700)
             for arc, (src, mode) in sorted(area.files.items()):
@@ -235,13 +232,8 @@ def build(
                     left = None if left is None else left - copied
                 else:
                     _add(tar, arc, src, mode)
-        os.chmod(tmp, 0o600)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, sandbox)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    atomic_write(sandbox, write)
     return sandbox, wrapper
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from jim.requirements.expressions import InvalidRequirement
 from jim.requirements.matching import TAG, JobRequirements, matching_queues, preferred
 from jim.requirements.resources import KEY_VERSION, NAME_RE, Queue, digest, parse_resources
+from jim.safeio import atomic_write
 
 __all__ = ["QueueCache", "QueueChoice", "StatedRequirements", "choose_queue", "requirements_of_description"]
 
@@ -210,18 +211,12 @@ class QueueCache:
                 del entries[old]
         if not self.write:
             return
-        tmp = self.path.with_name(f".{self.FILE}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"v": _CACHE_VERSION, "entries": entries}, f, separators=(",", ":"))
-            os.replace(tmp, self.path)
+            data = json.dumps({"v": _CACHE_VERSION, "entries": entries}, separators=(",", ":"))
+            atomic_write(self.path, data, sync=False)
         except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            pass  # (a cache: the next choice computes it again)
 
 
 def _valid_entry(key: object, entry: object) -> bool:

@@ -65,14 +65,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jim import localfiles
-from jim.db import disk_key
 from jim.errors import BatchError, CancelError, ConfigError, InvalidAttribute, JimError, QueryError, SubmitError
 from jim.jobid import local_dir_name, local_tag, parse_local_tag
 from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.paths import Home
 from jim.ranges import runs
-from jim.safeio import atomic_write
+from jim.safeio import atomic_write, disk_key
 from jim.states import EndCause, Evidence, LocalState
 
 if TYPE_CHECKING:
@@ -239,7 +238,7 @@ class SubmitChunk:
     queue: str | None = None
     limits: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1
-    """The attempt every local job of the chunk is (see :meth:`jim.db.LocalJob.new_attempt`)."""
+    """The attempt every local job of the chunk is (see :meth:`jim.record.LocalJob.new_attempt`)."""
 
     def wrapper_argv(
         self, python: str, index: int | None = None, index_env: str | None = None, index_offset: int = 0

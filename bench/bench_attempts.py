@@ -4,9 +4,9 @@ vs 3 (two ended attempts as ``<attempt>`` elements, then the current one).
 
     python bench/bench_attempts.py [--local-jobs 10000] [--runs 30] [--passes 7] [--json]
 
-Both records are made in process and side by side in this run (:func:`jim.db.new_record`, then per
+Both records are made in process and side by side in this run (:func:`jim.record.new_record`, then per
 local job: submitted, running, and for 3 attempts twice ended by a node failure and given another
-attempt by :meth:`jim.db.LocalJob.new_attempt`, as the retry rule does); every current attempt is
+attempt by :meth:`jim.record.LocalJob.new_attempt`, as the retry rule does); every current attempt is
 RUNNING.  For each:
 
 * ``jim poll --job-id ID``: wall time of the command (a subprocess, jim from a wheel install as at a
@@ -46,11 +46,12 @@ from bench_cli import timed  # noqa: E402
 
 from jim.background import monitor_lock  # noqa: E402
 from jim.config import Config, parse  # noqa: E402
-from jim.db import Database, new_record  # noqa: E402
+from jim.db import Database  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
 from jim.locks import SingleInstance  # noqa: E402
 from jim.monitor import Memo, refresh  # noqa: E402
 from jim.paths import Home  # noqa: E402
+from jim.record import NewJob, new_record  # noqa: E402
 from jim.safeio import atomic_write  # noqa: E402
 from jim.states import EndCause, Evidence, GramState, LocalState  # noqa: E402
 
@@ -78,16 +79,18 @@ def make_record(home: Path, n: int, attempts: int) -> tuple[Database, str, FakeA
     job_id = new_job_id()
     rec = new_record(
         job_id,
-        jobtype="generic",
-        name="bench",
-        owner="bench",
-        adapter="fake",
-        description={"executable": ["/bin/true"], "count": [str(n)]},
-        source_format="rsl",
-        source_text=f"&(executable=/bin/true)(count={n})",
-        plan={"localJobs": n, "binding": "count"},
-        explanation="bench",
-        slices=[{} for _ in range(n)],
+        NewJob(
+            jobtype="generic",
+            name="bench",
+            owner="bench",
+            adapter="fake",
+            description={"executable": ["/bin/true"], "count": [str(n)]},
+            source_format="rsl",
+            source_text=f"&(executable=/bin/true)(count={n})",
+            plan={"localJobs": n, "binding": "count"},
+            explanation="bench",
+            slices=[{} for _ in range(n)],
+        ),
     )
     t0 = time.time() - 3600.0
     bid = 100000

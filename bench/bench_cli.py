@@ -75,25 +75,28 @@ def kill_background(home: Path) -> None:
 
 def make_active_record(home: Path, n: int) -> str:
     """A grid job with n RUNNING local jobs, recorded directly (nothing runs)."""
-    from jim.db import Database, new_record
+    from jim.db import Database
     from jim.jobid import new_job_id
     from jim.paths import Home
+    from jim.record import NewJob, new_record
     from jim.states import LocalState
 
     db = Database(Home(home).ensure())
     job_id = new_job_id()
     rec = new_record(
         job_id,
-        jobtype="generic",
-        name="bench",
-        owner="bench",
-        adapter="fork",
-        description={"executable": ["/bin/true"]},
-        source_format="rsl",
-        source_text="",
-        plan={"localJobs": n, "binding": "count"},
-        explanation="bench",
-        slices=[{} for _ in range(n)],
+        NewJob(
+            jobtype="generic",
+            name="bench",
+            owner="bench",
+            adapter="fork",
+            description={"executable": ["/bin/true"]},
+            source_format="rsl",
+            source_text="",
+            plan={"localJobs": n, "binding": "count"},
+            explanation="bench",
+            slices=[{} for _ in range(n)],
+        ),
     )
     for lj in rec.local_jobs():
         lj.set_state(LocalState.SUBMITTING)

@@ -35,9 +35,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from jim import summary  # noqa: E402
-from jim.db import Database, new_record  # noqa: E402
+from jim.db import Database  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
 from jim.paths import Home  # noqa: E402
+from jim.record import NewJob, new_record  # noqa: E402
 from jim.safeio import atomic_write  # noqa: E402
 
 
@@ -70,16 +71,18 @@ def bench(n: int, runs: int, root: Path) -> dict:
     job_id = new_job_id()
     rec = new_record(
         job_id,
-        jobtype="generic",
-        name="b8",
-        owner="u",
-        adapter="slurm",
-        description={"executable": ["/bin/true"], "count": [str(n)]},
-        source_format="rsl",
-        source_text=f"&(executable=/bin/true)(count={n})",
-        plan={"localJobs": n, "binding": "count"},
-        explanation=f"{n} jobs",
-        slices=[{} for _ in range(n)],
+        NewJob(
+            jobtype="generic",
+            name="b8",
+            owner="u",
+            adapter="slurm",
+            description={"executable": ["/bin/true"], "count": [str(n)]},
+            source_format="rsl",
+            source_text=f"&(executable=/bin/true)(count={n})",
+            plan={"localJobs": n, "binding": "count"},
+            explanation=f"{n} jobs",
+            slices=[{} for _ in range(n)],
+        ),
     )
     db.create(rec)
     rec.mark_submitted({k: f"77_{k}" for k in range(n)}, {})

@@ -47,10 +47,11 @@ sys.path.insert(1, str(HERE.parent / "tests"))
 sys.path.insert(1, str(HERE))
 
 from jim.config import parse  # noqa: E402
-from jim.db import Database, new_record  # noqa: E402
+from jim.db import Database  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
 from jim.monitor import Memo, refresh  # noqa: E402
 from jim.paths import Home  # noqa: E402
+from jim.record import NewJob, new_record  # noqa: E402
 from jim.states import LocalState  # noqa: E402
 
 from support.fake_adapter import FakeJob, SameAnswerAdapter  # noqa: E402
@@ -72,16 +73,18 @@ def make_site(root: Path, grid_jobs: int, local_jobs: int) -> tuple[Database, Us
     for _ in range(grid_jobs):
         rec = new_record(
             new_job_id(),
-            jobtype="generic",
-            name="bench",
-            owner="bench",
-            adapter="fake",
-            description={"executable": ["/bin/true"], "count": [str(local_jobs)]},
-            source_format="rsl",
-            source_text=f"&(executable=/bin/true)(count={local_jobs})",
-            plan={"localJobs": local_jobs, "binding": "count"},
-            explanation="bench",
-            slices=[{} for _ in range(local_jobs)],
+            NewJob(
+                jobtype="generic",
+                name="bench",
+                owner="bench",
+                adapter="fake",
+                description={"executable": ["/bin/true"], "count": [str(local_jobs)]},
+                source_format="rsl",
+                source_text=f"&(executable=/bin/true)(count={local_jobs})",
+                plan={"localJobs": local_jobs, "binding": "count"},
+                explanation="bench",
+                slices=[{} for _ in range(local_jobs)],
+            ),
         )
         for lj in rec.local_jobs():
             lj.set_state(LocalState.SUBMITTING, at=t0)

@@ -48,9 +48,10 @@ BUDGET_MS = 1000.0
 
 def record_grid_jobs(home: Path, n: int, local_jobs: int) -> list[str]:
     """n grid jobs through the database API, a second apart, in a mix of states."""
-    from jim.db import Database, new_record
+    from jim.db import Database
     from jim.jobid import new_job_id
     from jim.paths import Home
+    from jim.record import NewJob, new_record
     from jim.states import Evidence, LocalState
 
     db = Database(Home(home).ensure())
@@ -61,17 +62,21 @@ def record_grid_jobs(home: Path, n: int, local_jobs: int) -> list[str]:
         job_id = new_job_id(created)
         rec = new_record(
             job_id,
-            jobtype="montecarlo",
-            name=f"D0 MC request {4000 + k} <bench> & co",
-            owner="d0mc",
-            adapter="fork",
-            description={"executable": ["/opt/d0/mc_runjob"], "arguments": ["--request", str(k)]},
-            source_format="rsl",
-            source_text="&(executable=/opt/d0/mc_runjob)",
-            plan={"localJobs": local_jobs, "binding": "site-recommended-cpu"},
-            explanation=f"{250 * local_jobs} events",
+            NewJob(
+                jobtype="montecarlo",
+                name=f"D0 MC request {4000 + k} <bench> & co",
+                owner="d0mc",
+                adapter="fork",
+                description={"executable": ["/opt/d0/mc_runjob"], "arguments": ["--request", str(k)]},
+                source_format="rsl",
+                source_text="&(executable=/opt/d0/mc_runjob)",
+                plan={"localJobs": local_jobs, "binding": "site-recommended-cpu"},
+                explanation=f"{250 * local_jobs} events",
+                slices=[
+                    {"firstEvent": 250 * j + 1, "lastEvent": 250 * j + 250, "events": 250} for j in range(local_jobs)
+                ],
+            ),
             created=created,
-            slices=[{"firstEvent": 250 * j + 1, "lastEvent": 250 * j + 250, "events": 250} for j in range(local_jobs)],
         )
         kind = k % 4  # 0 DONE, 1 ACTIVE, 2 FAILED, 3 PENDING
         for lj in rec.local_jobs():

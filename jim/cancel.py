@@ -33,11 +33,12 @@ import time
 from jim import background, journal, localfiles, seg
 from jim.adapters import get_adapter
 from jim.config import Config
-from jim.db import Database, GridJob
+from jim.db import Database
 from jim.errors import JimError
 from jim.log import for_job
 from jim.outputs import finalize
 from jim.paths import Home
+from jim.record import GridJob
 from jim.states import Evidence, GramState, LocalState
 
 

@@ -42,10 +42,11 @@ import time
 from pathlib import Path
 
 from jim import summary
-from jim.db import Database, GridJob
+from jim.db import Database
 from jim.jobid import valid_job_id
 from jim.locks import locked
 from jim.ranges import array_spec, parse_array_spec
+from jim.record import GridJob
 from jim.safeio import atomic_write
 from jim.states import LocalState
 

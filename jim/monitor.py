@@ -49,13 +49,15 @@ from jim import background, localfiles, retry, seg
 from jim.adapters import get_adapter
 from jim.adapters.base import Adapter, BatchStatus, QueryResult
 from jim.config import Config
-from jim.db import Database, GridJob, LocalJob, disk_key
+from jim.db import Database
 from jim.errors import JimError, JobNotFound
 from jim.jobid import local_dir_name
 from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.outputs import finalize
 from jim.paths import Home
+from jim.record import GridJob, LocalJob
+from jim.safeio import disk_key
 from jim.states import EndCause, Evidence, LocalState
 from jim.timestamps import now_iso, parse_iso
 
@@ -148,7 +150,7 @@ class _Seen:
     """What the monitor last applied to a grid job, so that an unchanged job costs no parse."""
 
     version: object
-    """Its record file's identity when read (inode, size, mtime: :func:`jim.db.disk_key`)."""
+    """Its record file's identity when read (inode, size, mtime: :func:`jim.safeio.disk_key`)."""
     batch_ids: dict[str, tuple[int, int]]
     """Batch id -> (local job index, attempt), of its active local jobs."""
     signature: object = None

@@ -52,12 +52,13 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from jim.db import Database, GridJob
+from jim.db import Database
 from jim.errors import InvalidAttribute
 from jim.jobdesc import JobDescription, Value
 from jim.jobid import local_dir_name
 from jim.locks import locked
 from jim.log import for_job
+from jim.record import GridJob
 from jim.safeio import atomic_write, open_regular
 from jim.status import attempts_of
 from jim.timestamps import now_iso

@@ -5,7 +5,7 @@ Ganga's ``j.k`` ids: ``jim resubmit ID.k`` (``ID.3-7,12`` for several) or
 CANCELLED).  Allowed while the grid job has not ended and is not being
 cancelled, for local jobs that have ended (a running one is killed first:
 ``jim kill ID.k``).  Each chosen local job gets a new attempt
-(:meth:`jim.db.LocalJob.new_attempt`), its ended attempt recorded with
+(:meth:`jim.record.LocalJob.new_attempt`), its ended attempt recorded with
 "resubmitted by <user>" and who asked; the worker submits it at once (no
 cool-off), and the attempt limit of the automatic retries does not apply.
 
@@ -21,11 +21,12 @@ import getpass
 
 from jim import background
 from jim.config import Config
-from jim.db import Database, LocalJob
+from jim.db import Database
 from jim.errors import JimError
 from jim.locks import locked
 from jim.log import for_job
 from jim.paths import Home
+from jim.record import LocalJob
 
 
 def resubmit(

@@ -3,7 +3,7 @@
 The one owner of that rule.  The monitor asks it for every local job that
 ended in a pass (:meth:`Rule.consider`), under the record's lock, before the
 grid state is aggregated: a local job that gets another attempt is PLANNED
-again (:meth:`jim.db.LocalJob.new_attempt`) and the failure policy never
+again (:meth:`jim.record.LocalJob.new_attempt`) and the failure policy never
 counts it; the worker submits it once its cool-off is over.
 
 Evidence first.  Only what the record says of the ended attempt counts:
@@ -40,9 +40,9 @@ from __future__ import annotations
 import logging
 
 from jim.config import Config, RetryConfig
-from jim.db import GridJob, LocalJob
 from jim.handlers import get_handler_class
 from jim.handlers.base import Handler
+from jim.record import GridJob, LocalJob
 from jim.states import EndCause, Evidence, LocalState, site_fault
 
 log = logging.getLogger("jim.retry")

@@ -134,3 +134,15 @@ def atomic_write(
         except FileNotFoundError:
             pass
         raise
+
+
+def disk_key(path: str | os.PathLike[str], missing: bool = False) -> tuple[int, int, int] | None:
+    """What tells one version of a record file from another: a new version is a new file (atomic
+    replace), so a new inode, whatever the clock's resolution."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing:
+            return None
+        raise
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

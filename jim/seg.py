@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from jim.db import GridJob
+from jim.record import GridJob
 
 log = logging.getLogger("jim.seg")
 

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple, cast
 
 from lxml import etree
 
-from jim.db import GridJob, LocalJob, child, required
+from jim.record import GridJob, LocalJob, child, required
 from jim.timestamps import parse_iso
 
 ORDER = {

@@ -34,12 +34,13 @@ from jim import background, faults, journal
 from jim import log as jlog
 from jim import plan as planning
 from jim.config import Config
-from jim.db import Database, GridJob, new_record
+from jim.db import Database
 from jim.handlers.base import Plan
 from jim.jobdesc import JobDescription
 from jim.jobid import new_job_id
 from jim.outputs import resolve_user_paths
 from jim.paths import Home
+from jim.record import GridJob, NewJob, new_record
 
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: submit answers fast)
 if TYPE_CHECKING:
@@ -109,17 +110,19 @@ def _record(
         }
         record = new_record(
             job_id,
-            jobtype=desc.jimtype,
-            name=desc.get("jobname") or os.path.basename(desc.executable or ""),
-            owner=getpass.getuser(),
-            adapter=config.batch.adapter,
-            description=desc.to_json(),
-            source_format=desc.source_format,
-            source_text=desc.source_text,
-            plan=plan.record_attrs(),
-            explanation=plan.explanation,
-            slices=[s.record() for s in plan.slices],
-            meta=meta,
+            NewJob(
+                jobtype=desc.jimtype,
+                name=desc.get("jobname") or os.path.basename(desc.executable or ""),
+                owner=getpass.getuser(),
+                adapter=config.batch.adapter,
+                description=desc.to_json(),
+                source_format=desc.source_format,
+                source_text=desc.source_text,
+                plan=plan.record_attrs(),
+                explanation=plan.explanation,
+                slices=[s.record() for s in plan.slices],
+                meta=meta,
+            ),
         )
         record.recompute(max_failed_fraction=config.site.max_failed_fraction)
         Database(home, config.deadlines.lock).create(record)

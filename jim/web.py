@@ -89,11 +89,12 @@ import jinja2
 from lxml import etree
 
 from jim import __version__
-from jim.db import STYLESHEET_PI, Database, LocalJob, child
+from jim.db import Database
 from jim.errors import JimError, JobNotFound
 from jim.jobid import JOB_ID_PATTERN, valid_job_id
 from jim.ownership import home_problem
 from jim.paths import Home
+from jim.record import STYLESHEET_PI, LocalJob, child
 from jim.safeio import NotRegular, open_regular, read_regular
 from jim.states import GramState
 from jim.status import ORDER as LOCAL_ORDER

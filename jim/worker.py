@@ -34,7 +34,7 @@ from jim import plan as planning
 from jim.adapters import get_adapter
 from jim.adapters.base import Adapter, LocalJobSpec, SubmitChunk
 from jim.config import Config
-from jim.db import Database, GridJob, LocalJob, disk_key
+from jim.db import Database
 from jim.errors import DescriptionError, JimError, SubmitError
 from jim.handlers import get_handler_class
 from jim.handlers.base import Plan
@@ -42,6 +42,8 @@ from jim.jobdesc import JobDescription
 from jim.locks import SingleInstance
 from jim.log import for_job
 from jim.paths import Home
+from jim.record import GridJob, LocalJob
+from jim.safeio import disk_key
 from jim.sandbox import builder
 from jim.states import Evidence, LocalState
 

@@ -11,11 +11,12 @@ import time
 import pytest
 from lxml import etree
 
-from jim.db import Database, new_record, validate
+from jim.db import Database, validate
 from jim.errors import JobNotFound, LockTimeout
 from jim.jobid import new_job_id, valid_job_id
 from jim.locks import SingleInstance, locked
 from jim.paths import Home
+from jim.record import NewJob, new_record
 from jim.states import Evidence, GramState, LocalState
 
 
@@ -23,16 +24,18 @@ def make(db: Database, n: int = 3, name: str = "test") -> str:
     job_id = new_job_id()
     rec = new_record(
         job_id,
-        jobtype="generic",
-        name=name,
-        owner="u",
-        adapter="fork",
-        description={"executable": ["/bin/true"], "environment": [["A", "1"]]},
-        source_format="rsl",
-        source_text="&(executable=/bin/true)",
-        plan={"localJobs": n, "binding": "count"},
-        explanation=f"{n} jobs",
-        slices=[{"firstEvent": k, "params": {"p": str(k)}} for k in range(n)],
+        NewJob(
+            jobtype="generic",
+            name=name,
+            owner="u",
+            adapter="fork",
+            description={"executable": ["/bin/true"], "environment": [["A", "1"]]},
+            source_format="rsl",
+            source_text="&(executable=/bin/true)",
+            plan={"localJobs": n, "binding": "count"},
+            explanation=f"{n} jobs",
+            slices=[{"firstEvent": k, "params": {"p": str(k)}} for k in range(n)],
+        ),
     )
     db.create(rec)
     return job_id
@@ -212,16 +215,18 @@ def test_failed_on_creation_slice(db):
     job_id = new_job_id()
     rec = new_record(
         job_id,
-        jobtype="x",
-        name="n",
-        owner="u",
-        adapter="fork",
-        description={},
-        source_format="json",
-        source_text="{}",
-        plan={"localJobs": 2, "binding": "b"},
-        explanation="e",
-        slices=[{"events": 1}, {"events": 9, "failed_on_creation": "too long"}],
+        NewJob(
+            jobtype="x",
+            name="n",
+            owner="u",
+            adapter="fork",
+            description={},
+            source_format="json",
+            source_text="{}",
+            plan={"localJobs": 2, "binding": "b"},
+            explanation="e",
+            slices=[{"events": 1}, {"events": 9, "failed_on_creation": "too long"}],
+        ),
     )
     db.create(rec)
     lj = db.read(job_id).local(1)

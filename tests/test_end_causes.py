@@ -20,10 +20,11 @@ from jim.adapters.pbs import FLAVOURS, PBSPRO_EXEC_CODES, TORQUE_EXEC_CODES
 from jim.adapters.pbs import parse_qstat as parse_pbs_qstat
 from jim.adapters.sge import FAILED_CAUSES, parse_qacct, parse_qstat
 from jim.adapters.slurm import STATE_CAUSES, STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
-from jim.db import Database, new_record, validate
+from jim.db import Database, validate
 from jim.jobid import new_job_id
 from jim.monitor import apply_local
 from jim.paths import Home
+from jim.record import NewJob, new_record
 from jim.states import EndCause, Evidence, LocalState, site_fault
 
 from fake_sched import BIN as FAKE_BIN
@@ -306,16 +307,18 @@ def record(tmp_path):
     db.create(
         new_record(
             job_id,
-            jobtype="generic",
-            name="t",
-            owner="u",
-            adapter="slurm",
-            description={},
-            source_format="json",
-            source_text="{}",
-            plan={"localJobs": 1, "binding": "count"},
-            explanation="",
-            slices=[{}],
+            NewJob(
+                jobtype="generic",
+                name="t",
+                owner="u",
+                adapter="slurm",
+                description={},
+                source_format="json",
+                source_text="{}",
+                plan={"localJobs": 1, "binding": "count"},
+                explanation="",
+                slices=[{}],
+            ),
         )
     )
     with db.update(job_id) as job:

@@ -7,11 +7,12 @@ import time
 import pytest
 
 from jim.adapters.base import BatchStatus, QueryResult
-from jim.db import Database, new_record
+from jim.db import Database
 from jim.jobid import new_job_id
 from jim.localfiles import read_progress
 from jim.monitor import apply_local
 from jim.paths import Home
+from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
 
 
@@ -22,16 +23,18 @@ def lj(tmp_path):
     db.create(
         new_record(
             job_id,
-            jobtype="generic",
-            name="t",
-            owner="u",
-            adapter="slurm",
-            description={},
-            source_format="json",
-            source_text="{}",
-            plan={"localJobs": 1, "binding": "count"},
-            explanation="",
-            slices=[{}],
+            NewJob(
+                jobtype="generic",
+                name="t",
+                owner="u",
+                adapter="slurm",
+                description={},
+                source_format="json",
+                source_text="{}",
+                plan={"localJobs": 1, "binding": "count"},
+                explanation="",
+                slices=[{}],
+            ),
         )
     )
     job = db.read(job_id)

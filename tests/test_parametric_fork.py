@@ -10,8 +10,9 @@ import tarfile
 
 from lxml import etree
 
-from jim.db import Database, new_record
+from jim.db import Database
 from jim.paths import Home
+from jim.record import NewJob, new_record
 
 # sh gets: -c SCRIPT job <value>; $0/$1 are the shell's (a $ before a digit is not a placeholder),
 # $$JIM_PARAM_Parameter reaches the shell as $JIM_PARAM_Parameter.
@@ -84,17 +85,19 @@ def test_herd_fields_before_and_after_submission(tmp_path):
     job_id = "20260101-000000-abcdef"
     rec = new_record(
         job_id,
-        jobtype="parametric",
-        name="scan",
-        owner="me",
-        adapter="fork",
-        description={"executable": ["/bin/true"]},
-        source_format="json",
-        source_text="{}",
-        plan={"localJobs": 3, "binding": "parameters"},
-        explanation="3 values",
-        slices=[{"params": {"Parameter": str(v)}} for v in (1, 2, 3)]
-        + [{"params": {}, "failed_on_creation": "too big"}],
+        NewJob(
+            jobtype="parametric",
+            name="scan",
+            owner="me",
+            adapter="fork",
+            description={"executable": ["/bin/true"]},
+            source_format="json",
+            source_text="{}",
+            plan={"localJobs": 3, "binding": "parameters"},
+            explanation="3 values",
+            slices=[{"params": {"Parameter": str(v)}} for v in (1, 2, 3)]
+            + [{"params": {}, "failed_on_creation": "too big"}],
+        ),
     )
     rec.recompute()
     db.create(rec)

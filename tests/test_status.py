@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jim.db import Database, new_record
+from jim.db import Database
 from jim.jobid import new_job_id
 from jim.paths import Home
+from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
 from jim.status import (
     attempts_of,
@@ -263,16 +264,18 @@ def test_jim_status_command(jim_env):
     job_id = new_job_id()
     rec = new_record(
         job_id,
-        jobtype="montecarlo",
-        name="status <test> & more",
-        owner="u",
-        adapter="fork",
-        description={"executable": ["/bin/mc"]},
-        source_format="rsl",
-        source_text="&(executable=/bin/mc)",
-        plan={"localJobs": 3, "binding": "user-events-per-job"},
-        explanation="30 events in 3 jobs",
-        slices=[{"firstEvent": 10 * k + 1, "lastEvent": 10 * k + 10, "events": 10} for k in range(3)],
+        NewJob(
+            jobtype="montecarlo",
+            name="status <test> & more",
+            owner="u",
+            adapter="fork",
+            description={"executable": ["/bin/mc"]},
+            source_format="rsl",
+            source_text="&(executable=/bin/mc)",
+            plan={"localJobs": 3, "binding": "user-events-per-job"},
+            explanation="30 events in 3 jobs",
+            slices=[{"firstEvent": 10 * k + 1, "lastEvent": 10 * k + 10, "events": 10} for k in range(3)],
+        ),
     )
     for j in rec.local_jobs():
         j.set_state(LocalState.SUBMITTING)
@@ -307,16 +310,18 @@ def mixed_record(n: int, seed: int):
     job_id = new_job_id()
     rec = new_record(
         job_id,
-        jobtype="montecarlo",
-        name=f"mixed {seed}",
-        owner="u",
-        adapter="fork",
-        description={"executable": ["/bin/mc"]},
-        source_format="rsl",
-        source_text="&(executable=/bin/mc)",
-        plan={"localJobs": n, "binding": "count"},
-        explanation=f"{n} local jobs",
-        slices=[{"firstEvent": k + 1, "lastEvent": k + 1, "events": 1} for k in range(n)],
+        NewJob(
+            jobtype="montecarlo",
+            name=f"mixed {seed}",
+            owner="u",
+            adapter="fork",
+            description={"executable": ["/bin/mc"]},
+            source_format="rsl",
+            source_text="&(executable=/bin/mc)",
+            plan={"localJobs": n, "binding": "count"},
+            explanation=f"{n} local jobs",
+            slices=[{"firstEvent": k + 1, "lastEvent": k + 1, "events": 1} for k in range(n)],
+        ),
     )
     phases = ["generation", "d0gstar", "reconstruction\x1b[1m"]
     ends = [

@@ -23,9 +23,10 @@ import pytest
 from lxml import etree
 
 from jim import web
-from jim.db import Database, new_record, validate
+from jim.db import Database, validate
 from jim.jobid import new_job_id
 from jim.paths import Home
+from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
 from jim.status import status_json
 
@@ -42,21 +43,23 @@ def record(
     job_id = new_job_id(created)
     rec = new_record(
         job_id,
-        jobtype="montecarlo",
-        name=name,
-        owner="d0mc",
-        adapter="fork",
-        description={
-            "executable": ["/opt/d0/mc_runjob"],
-            "arguments": list(args),
-            "environment": [["D0_RELEASE", "p21.26.00"]],
-            "jobname": [name],
-        },
-        source_format="rsl",
-        source_text=f"&(executable=/opt/d0/mc_runjob)(jobname={name!r})",
-        plan={"localJobs": n, "binding": "site-recommended-cpu"},
-        explanation=f"{n * 250} events",
-        slices=[{"firstEvent": 250 * k + 1, "lastEvent": 250 * k + 250, "events": 250} for k in range(n)],
+        NewJob(
+            jobtype="montecarlo",
+            name=name,
+            owner="d0mc",
+            adapter="fork",
+            description={
+                "executable": ["/opt/d0/mc_runjob"],
+                "arguments": list(args),
+                "environment": [["D0_RELEASE", "p21.26.00"]],
+                "jobname": [name],
+            },
+            source_format="rsl",
+            source_text=f"&(executable=/opt/d0/mc_runjob)(jobname={name!r})",
+            plan={"localJobs": n, "binding": "site-recommended-cpu"},
+            explanation=f"{n * 250} events",
+            slices=[{"firstEvent": 250 * k + 1, "lastEvent": 250 * k + 250, "events": 250} for k in range(n)],
+        ),
         created=created,
     )
     states = list(states) + ["RUNNING"] * (n - len(states))

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jim import plugins
-from jim.adapters.base import Adapter, AdapterOptions
+from jim.adapters.base import Adapter
+from jim.adapters.options import AdapterOptions
 from jim.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The batch-system adapter contract ("idealizers"), and the batch loop every adapter shares.
 
 A concrete adapter builds commands and parses their output; this module owns
-everything else, once:
+the loop around them, once:
 
 * **the loop**: :meth:`Adapter.submit` submits a chunk of local jobs with
   retries, looking the jobs up by tag before every retry of a failure whose
@@ -16,17 +16,12 @@ everything else, once:
   ``transient_errors`` patterns, which are data;
 * **retries** with exponential backoff (tenacity, :meth:`Adapter.retrying`),
   driven only by an error's ``transient`` flag;
-* **the three-valued status** (:class:`QueryResult`): a local job is *known*
-  (with a state), *absent* (the query worked and the job is not in it), or the
-  query *failed* (nothing can be said: "no news"), and the on-disk cache that
-  shares one answer between every jim process of the user
-  (:meth:`Adapter.query_cached`);
-* **the degraded flag**: a failed query marks the adapter degraded (no new
-  submissions) until a query succeeds again;
-* **site facts** that change rarely (Slurm's MaxArraySize, which PBS answers),
-  cached on disk for a day (:meth:`Adapter.site_fact`);
-* **options**, a typed dataclass per adapter (:class:`AdapterOptions`),
-  validated when the configuration loads.
+* **one status answer per interval**, :meth:`Adapter.query_cached`, through
+  the adapter's own :class:`jim.adapters.cache.AdapterCache` (``adapter.cache``:
+  the answer shared on disk, its generations, the degraded flag, site facts).
+
+What crosses the boundary (chunks, statuses, answers) is in
+:mod:`jim.adapters.model`; what a site may set, in :mod:`jim.adapters.options`.
 
 Two kinds of adapters.  :class:`CommandAdapter` drives a batch system through
 its commands (Slurm, Grid Engine, PBS): the subclass supplies argv builders,
@@ -38,18 +33,16 @@ bindings) subclasses :class:`Adapter` directly and implements
 :meth:`~Adapter.find_by_tag`.
 
 What every adapter must keep true: each local job carries jim's tag (the batch
-job name ``jim.<grid id>.<offset>``, see :func:`tag_name`, or an attribute of
-its own), so that a job is known by its tag, never by a batch id alone; and
-jim's wrapper runs each local job and writes its exit-code file, which, not the
-batch system's silence, turns a vanished job into DONE or FAILED.
+job name ``jim.<grid id>.<offset>``, see :func:`jim.jobid.tag_name`, or an
+attribute of its own), so that a job is known by its tag, never by a batch id
+alone; and jim's wrapper runs each local job and writes its exit-code file,
+which, not the batch system's silence, turns a vanished job into DONE or FAILED.
 """
 
 from __future__ import annotations
 
 import abc
-import dataclasses
 import getpass
-import json
 import logging
 import os
 import pwd
@@ -57,22 +50,22 @@ import re
 import shlex
 import string
 import time
-import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jim import localfiles
-from jim.errors import BatchError, CancelError, ConfigError, InvalidAttribute, JimError, QueryError, SubmitError
-from jim.jobid import local_dir_name, local_tag, parse_local_tag
-from jim.locks import SingleInstance
+from jim.adapters.cache import AdapterCache, Statuses
+from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.options import AdapterOptions, queue_name_problem
+from jim.errors import BatchError, CancelError, ConfigError, JimError, QueryError, SubmitError
+from jim.jobid import local_dir_name, parse_local_tag
 from jim.log import for_job
 from jim.paths import Home
 from jim.ranges import runs
-from jim.safeio import atomic_write, disk_key
-from jim.states import EndCause, Evidence, LocalState
+from jim.safeio import atomic_write
 
 if TYPE_CHECKING:
     import subprocess
@@ -81,299 +74,10 @@ log = logging.getLogger("jim.adapters")
 T = TypeVar("T")
 U = TypeVar("U")
 
-#: Every batch job jim submits is named ``jim.<grid job id>.<offset>`` (``.<offset>.<attempt>``
-#: for a later attempt): jim's tag, by which a job is known (never by its batch id alone, which
-#: batch systems hand out again).
-NAME_PREFIX = "jim."
-#: How long a site fact (see :meth:`Adapter.site_fact`) is trusted.
-FACT_MAX_AGE = 86400.0
-
-
-def tag_name(grid_id: str, offset: int, attempt: int = 1) -> str:
-    """The batch job name of the array (or job) whose first task is local job ``offset``, for
-    attempt ``attempt`` of its local jobs (every task of an array is the same attempt)."""
-    return NAME_PREFIX + local_tag(grid_id, offset, attempt)
-
-
-@dataclass(frozen=True)
-class TagName:
-    """A batch job name made by :func:`tag_name`, parsed."""
-
-    grid_id: str
-    offset: int
-    attempt: int = 1
-
-    def tag(self, task: int = 0) -> str:
-        """jim's tag of the local job that is task ``task`` (counted from 0) of this array."""
-        return local_tag(self.grid_id, self.offset + task, self.attempt)
-
-
-def parse_tag_name(name: str | None) -> TagName | None:
-    """The parts of a job name made by :func:`tag_name`, else None."""
-    if not name or not name.startswith(NAME_PREFIX):
-        return None
-    grid, *nums = name[len(NAME_PREFIX) :].split(".")
-    if not grid or len(nums) not in (1, 2) or not all(n.isascii() and n.isdigit() and len(n) <= 9 for n in nums):
-        return None
-    attempt = int(nums[1]) if len(nums) == 2 else 1
-    return TagName(grid, int(nums[0]), attempt) if attempt >= 1 and (len(nums) == 1 or attempt >= 2) else None
-
-
-#: The longest local queue name jim passes on (Slurm partitions, Grid Engine queues with a host,
-#: PBS ``queue@server`` all fit).
-QUEUE_NAME_MAX = 128
-#: What a local queue name may be made of: letters, digits and ``_ . @ : + -``, not beginning
-#: with ``-`` (a batch command would read it as an option).  Slurm partition, Grid Engine queue
-#: (``all.q@host``), PBS queue (``workq@server``) and HTCondor names of real sites fit.
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_.@:+][A-Za-z0-9_.@:+-]*")
-
-
-def queue_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be the name of a local queue, in a few words; None when it can."""
-    if not name:
-        return "a queue name must not be empty"
-    if len(name) > QUEUE_NAME_MAX:
-        return f"a queue name must be at most {QUEUE_NAME_MAX} characters, got {len(name)}"
-    if name.startswith("-"):
-        return f"a queue name must not begin with '-', got {name[:40]!r}"
-    if not _QUEUE_NAME.fullmatch(name):
-        return f"a queue name is made of letters, digits and _ . @ : + - only, got {name[:40]!r}"
-    return None
-
-
-def check_queue_name(name: str) -> str:
-    """``name`` when it can name a local queue (see :func:`queue_name_problem`), else
-    :class:`InvalidAttribute` (GRAM error 134) saying why."""
-    problem = queue_name_problem(name)
-    if problem is not None:
-        raise InvalidAttribute(problem)
-    return name
-
 
 def batched(items: Sequence[U], size: int) -> list[Sequence[U]]:
     """``items`` in slices of at most ``size`` (one command each: keeps command lines short)."""
     return [items[k : k + size] for k in range(0, len(items), max(1, size))]
-
-
-# ---------------------------------------------------------------------------
-# what a batch system says
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BatchStatus:
-    """What the batch system says about one local job."""
-
-    state: LocalState
-    exit_code: int | None = None
-    reason: str | None = None
-    native: str = ""
-    evidence: Evidence = Evidence.BATCH
-    host: str | None = None
-    tag: str | None = None
-    """jim's tag of the job this status belongs to, when the batch system shows it:
-    a status whose tag differs from the local job's is someone else's (a reused id)."""
-    submitted: float | None = None
-    """When the batch system says the job was submitted (epoch), if it says."""
-    cause: EndCause | None = None
-    """Why it ended, when the batch system says so clearly (a node failure, a preemption, its
-    wall-time limit...; see :class:`jim.states.EndCause`); None otherwise.  Only ever set with a
-    terminal (or, for a launch failure, held) state, and never changes the state."""
-
-    def to_json(self) -> list[Any]:
-        # (``_value_``: the members' values without the enum property's cost; a status answer has
-        # one of these per job of the user, 100,000 at a busy site)
-        return [
-            self.state._value_,
-            self.exit_code,
-            self.reason,
-            self.native,
-            self.evidence._value_,
-            self.host,
-            self.tag,
-            self.submitted,
-            self.cause._value_ if self.cause is not None else None,
-        ]
-
-    @classmethod
-    def from_json(cls, v: list[Any]) -> BatchStatus:
-        # (an answer cached before causes were recorded has eight fields)
-        cause = EndCause(v[8]) if len(v) > 8 and v[8] is not None else None
-        return cls(LocalState(v[0]), v[1], v[2], v[3], Evidence(v[4]), v[5], v[6], v[7], cause)
-
-
-@dataclass
-class QueryResult:
-    """The answer of one status query: known jobs, or a failed query."""
-
-    ok: bool
-    statuses: dict[str, BatchStatus] = field(default_factory=dict)
-    error: str = ""
-    at: float = field(default_factory=time.time)
-
-    def lookup(self, batch_id: str) -> BatchStatus | None:
-        """The status, or None when the job is absent.  Only call when ``ok``."""
-        if not self.ok:
-            raise RuntimeError("a failed query says nothing about any job")
-        return self.statuses.get(batch_id)
-
-
-@dataclass(frozen=True)
-class LocalJobSpec:
-    index: int
-    tag: str
-    queue: str | None = None
-
-
-@dataclass
-class SubmitChunk:
-    """Local jobs of one grid job to submit together."""
-
-    grid_id: str
-    jobs: list[LocalJobSpec]
-    job_dir: Path
-    wrapper: Path
-    sandbox: Path
-    outroot: Path
-    queue: str | None = None
-    limits: dict[str, Any] = field(default_factory=dict)
-    attempt: int = 1
-    """The attempt every local job of the chunk is (see :meth:`jim.record.LocalJob.new_attempt`)."""
-
-    def wrapper_argv(
-        self, python: str, index: int | None = None, index_env: str | None = None, index_offset: int = 0
-    ) -> list[str]:
-        argv = [python, str(self.wrapper), "--sandbox", str(self.sandbox), "--outroot", str(self.outroot)]
-        if self.attempt > 1:
-            argv += ["--attempt", str(self.attempt)]
-        if index is not None:
-            argv += ["--index", str(index)]
-        else:
-            argv += ["--index-env", str(index_env), "--index-offset", str(index_offset)]
-        return argv
-
-    @property
-    def wall_seconds(self) -> int | None:
-        """The local jobs' wall-time limit, when the grid job has one."""
-        wall = self.limits.get("wall_seconds")
-        return int(wall) if wall else None
-
-    @property
-    def cpu_seconds(self) -> int | None:
-        """Each local job's CPU-time limit (GRAM's ``maxcputime``), when the grid job has one."""
-        cpu = self.limits.get("cpu_seconds")
-        return int(cpu) if cpu else None
-
-    @property
-    def memory_mb(self) -> int | None:
-        """Each local job's memory limit in MB (GRAM's ``maxmemory``), when the grid job has one."""
-        mb = self.limits.get("memory_mb")
-        return int(mb) if mb else None
-
-    @property
-    def min_memory_mb(self) -> int | None:
-        """The memory in MB each local job needs at least (GRAM's ``minmemory``), when given."""
-        mb = self.limits.get("min_memory_mb")
-        return int(mb) if mb else None
-
-    @property
-    def project(self) -> str | None:
-        """The batch system's account the local jobs are charged to (GRAM's ``project``), when given:
-        it wins over the adapter's own default account (the stock GRAM modules pass it unconditionally)."""
-        project = self.limits.get("project")
-        return str(project) if project else None
-
-
-# ---------------------------------------------------------------------------
-# options
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AdapterOptions:
-    """Options of every adapter: the ``[batch]`` table of the configuration, less ``adapter``.
-
-    A subclass per adapter adds its own (typed) fields; :meth:`from_table`
-    refuses unknown keys and values of the wrong type, and :meth:`check` does
-    what types cannot.  Lists become tuples; tables stay dicts.
-    """
-
-    command_timeout: float = 30.0
-    """Seconds a batch command may take."""
-    retries: int = 3
-    """Attempts of a command whose failure is transient."""
-    chunk_size: int = 0
-    """Most local jobs submitted in one worker step (0: the adapter's own limit)."""
-    cache_interval: float = 0.0
-    """Seconds one status answer is shared by every jim process of the user (0: not shared)."""
-
-    @classmethod
-    def from_table(cls, table: Mapping[str, Any], *, adapter: str) -> AdapterOptions:
-        """Options from the ``[batch]`` table (``adapter`` names the adapter in messages)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(table) - known
-        if unknown:
-            raise ConfigError(f"[batch] adapter {adapter}: unknown option(s) {', '.join(sorted(unknown))}")
-        hints = typing.get_type_hints(cls)
-        values = {key: _typed(hints[key], value, key) for key, value in table.items()}
-        options = cls(**values)
-        options.check()
-        return options
-
-    #: Options that name a local queue: checked like every queue name (see :func:`queue_name_problem`).
-    queue_options: ClassVar[tuple[str, ...]] = ("queue", "partition")
-
-    def check(self) -> None:
-        """Further checks of the values (raise :class:`ConfigError`); see subclasses."""
-        if self.command_timeout <= 0:
-            raise ConfigError("[batch] command_timeout must be positive")
-        for key in self.queue_options:
-            value = getattr(self, key, "")
-            problem = queue_name_problem(value) if isinstance(value, str) and value else None
-            if problem is not None:
-                raise ConfigError(f"[batch] {key}: {problem}")
-
-    def describe(self) -> str:
-        """The options that differ from their defaults, for people (``jim doctor``)."""
-
-        def default(f: dataclasses.Field[Any]) -> Any:
-            return f.default_factory() if callable(f.default_factory) else f.default
-
-        changed = {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != default(f)
-        }
-        return " ".join(f"{k}={v!r}" for k, v in changed.items())
-
-
-def _typed(tp: Any, value: Any, key: str) -> Any:
-    """``value`` as a field of type ``tp``, or a ConfigError naming ``key``."""
-    origin = typing.get_origin(tp)
-    if tp is bool:
-        ok = isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif tp is str:
-        ok = isinstance(value, str)
-    elif origin is tuple:  # tuple[str, ...]: a list of strings, never one string of shell text
-        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
-        if not ok:
-            raise ConfigError(f"[batch] {key} must be a list of strings (arguments, not shell text)")
-        return tuple(value)
-    elif origin is dict:
-        ok = isinstance(value, dict)
-        if not ok:
-            raise ConfigError(f"[batch] {key} must be a table, got {value!r}")
-        return dict(value)
-    else:  # pragma: no cover - an option of a type jim does not read from TOML
-        raise ConfigError(f"[batch] {key}: cannot read an option of type {tp}")
-    if not ok:
-        raise ConfigError(f"[batch] {key}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-        raise ConfigError(f"[batch] {key} must not be negative, got {value!r}")
-    return value
 
 
 # ---------------------------------------------------------------------------
@@ -414,9 +118,8 @@ class Adapter(abc.ABC):
             self.options = self.Options.from_table(dict(options or {}), adapter=self.name)
         self._transient = _pattern(self.transient_errors)
         self._gone = _pattern(self.gone_errors)
-        self._answer: _Answer | None = None
-        self._parsed: tuple[str, dict[str, BatchStatus]] | None = None
-        """The last status command output this object parsed, and what it parsed to."""
+        #: The files this adapter keeps in the home's cache (status answer, degraded flag, site facts).
+        self.cache = AdapterCache(home, self.name, interned=self.interned)
 
     @property
     def max_chunk(self) -> int:
@@ -702,137 +405,18 @@ class Adapter(abc.ABC):
         atomic_write(path, text, mode=0o700, sync=False)
         return path
 
-    def site_fact(self, name: str, compute: Callable[[], Any], *, key: str = "") -> Any:
-        """A fact about the site that changes rarely, computed at most once a day per jim home
-        (``cache/<adapter>-<name>.json``); a different ``key`` (e.g. which command answers) recomputes it."""
-        path = self.home.cache / f"{self.name}-{name}.json"
-        try:
-            data = json.loads(path.read_text())
-            if time.time() - data["at"] < FACT_MAX_AGE and data.get("key", "") == key:
-                return data["value"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        value = compute()
-        try:
-            _write_json(path, {"at": time.time(), "key": key, "value": value})
-        except OSError:
-            pass
-        return value
-
-    # -- the shared status cache --------------------------------------------------------
-    @property
-    def _cache_path(self) -> Path:
-        return self.home.cache / f"{self.name}-status.json"
-
-    @property
-    def _date_path(self) -> Path:
-        """When the batch system last said again what the cache file says: ``{"answer": that file's
-        "at", "at": the later date}`` (a few bytes, where rewriting the answer would be megabytes)."""
-        return self.home.cache / f"{self.name}-status.at"
-
-    def cached_answer(self) -> QueryResult | None:
-        """The last status answer any jim process of this user cached, whatever its age.
-
-        A long-lived caller (the monitor) gets the very same :class:`QueryResult` back while the cache
-        files have not changed (no parse), and a new answer shares each unchanged job's
-        :class:`BatchStatus` object with the previous one: comparing two answers job by job then costs
-        an identity check, and only the jobs whose status changed are built anew.  An answer the batch
-        system gave again is the same statuses with a later date (see :meth:`query_cached`).
-        """
-        path = self._cache_path
-        try:
-            key = disk_key(path)
-            last = self._answer
-            if last is None or last.key != key:
-                data = json.loads(path.read_text())
-                result = self._interned(data["ok"], data.get("error", ""), data["at"], data["statuses"])
-                last = self._answer = _Answer(key, data["statuses"], result, result.at)
-        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-            return None
-        return self._dated(last)
-
-    def _dated(self, last: _Answer) -> QueryResult:
-        """``last``'s result, with the date of the date file when that file confirms this very answer."""
-        try:
-            key = disk_key(self._date_path)
-            if key == last.date_key:
-                return last.result
-            data = json.loads(self._date_path.read_text())
-            at = float(data["at"])
-            confirms = float(data["answer"]) == last.answered
-        except (OSError, ValueError, KeyError, TypeError):
-            return last.result
-        last.date_key = key
-        if confirms and at > last.result.at:
-            r = last.result
-            last.result = QueryResult(ok=r.ok, error=r.error, at=at, statuses=r.statuses)
-        return last.result
-
-    def _interned(self, ok: bool, error: str, at: float, raw: dict[str, list[Any]]) -> QueryResult:
-        """A :class:`QueryResult` of ``raw`` (batch id -> :meth:`BatchStatus.to_json`), reusing the previous
-        answer's status object of every job whose raw status is the same."""
-        last = self._answer
-        if last is None:
-            statuses = {k: BatchStatus.from_json(v) for k, v in raw.items()}
-        else:
-            before_raw, before = last.raw, last.result.statuses
-            statuses = {}
-            for k, v in raw.items():
-                old = before.get(k)
-                statuses[k] = old if old is not None and before_raw.get(k) == v else BatchStatus.from_json(v)
-        return QueryResult(ok=bool(ok), error=str(error), at=float(at), statuses=statuses)
-
+    # -- the status answer -----------------------------------------------------------
     def query_cached(self, batch_ids: list[str], *, now: float | None = None) -> QueryResult:
-        """:meth:`query`, shared through an on-disk cache by every jim process of this user.
-
-        For adapters whose query covers all of the user's jobs, one answer is
-        kept for ``cache_interval`` seconds; at most one process refreshes it
-        at a time (single flight: the others use the answer they find rather
-        than wait).  A failed query is cached too, so a batch system that is
-        down is asked once per interval, not once per caller.  An answer that
-        says what the cached one says only dates it again: the cache file is
-        not rewritten, and nothing is converted or compared job by job.
-        """
+        """:meth:`query`, stamped with its generation (see :mod:`jim.adapters.cache`); for an adapter
+        whose query covers all of the user's jobs, one answer per ``cache_interval`` shared on disk by
+        every jim process of the user."""
         if not self.user_wide_query or self.status_interval <= 0:
-            return self._query_at_start(batch_ids)
-        now = time.time() if now is None else now
-        cached = self.cached_answer()
-        if cached is not None and now - cached.at < self.status_interval:
-            return cached
-        lock = SingleInstance(self.home.cache / f"{self.name}-status.lock")
-        if not lock.acquire():
-            if cached is not None:
-                return cached
-            return QueryResult(ok=False, error="another process is refreshing the batch status")
-        try:
-            fresh = self._query_at_start(batch_ids)
-            last = self._answer
-            if (
-                last is not None
-                and fresh.ok
-                and last.result.ok
-                and fresh.error == last.result.error
-                and fresh.statuses is last.result.statuses
-                and disk_key(self._cache_path, missing=True) == last.key
-            ):
-                # the batch system said exactly what the cache file says: date it again, a few bytes
-                _write_json(self._date_path, {"answer": last.answered, "at": fresh.at})
-                last.result = QueryResult(ok=True, error=fresh.error, at=fresh.at, statuses=last.result.statuses)
-                last.date_key = disk_key(self._date_path, missing=True)
-                return last.result
-            raw = {k: v.to_json() for k, v in fresh.statuses.items()}
-            result = self._interned(fresh.ok, fresh.error, fresh.at, raw)
-            if self._parsed is not None and self._parsed[1] is fresh.statuses:
-                self._parsed = (self._parsed[0], result.statuses)
-            head = json.dumps({"at": result.at, "ok": result.ok, "error": result.error})
-            atomic_write(self._cache_path, f'{head[:-1]}, "statuses": {json.dumps(raw)}}}', sync=False)
-            try:
-                self._answer = _Answer(disk_key(self._cache_path), raw, result, result.at)
-            except OSError:
-                self._answer = None
-            return result
-        finally:
-            lock.release()
+            return self.cache.generations.stamp(self._query_at_start(batch_ids))
+        return self.cache.answer(lambda: self._query_at_start(batch_ids), self.status_interval, now=now)
+
+    def interned(self, before: Statuses, after: Statuses) -> None:  # noqa: B027 (a hook: most need nothing)
+        """The statuses ``before`` this adapter answered were kept as ``after`` (equal, sharing the
+        previous answer's objects): a command adapter answers ``after`` for the same output again."""
 
     def prepare_query(self) -> None:  # noqa: B027 (a hook: most adapters need nothing)
         """Work a query needs that must not count in its date (imports, finding the server); none by default."""
@@ -845,28 +429,6 @@ class Adapter(abc.ABC):
         result = self.query(batch_ids)
         result.at = min(result.at, started)
         return result
-
-    # -- health -------------------------------------------------------------------
-    @property
-    def _degraded_path(self) -> Path:
-        return self.home.cache / f"{self.name}.degraded"
-
-    def mark_degraded(self, reason: str) -> None:
-        if not self._degraded_path.exists():
-            log.warning("adapter %s degraded: %s", self.name, reason)
-        _write_json(self._degraded_path, {"since": time.time(), "reason": reason})
-
-    def mark_healthy(self) -> None:
-        if self._degraded_path.exists():
-            log.info("adapter %s healthy again", self.name)
-            self._degraded_path.unlink(missing_ok=True)
-
-    def degraded(self) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self._degraded_path.read_text())
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
 
 
 class CommandAdapter(Adapter):
@@ -971,6 +533,13 @@ class CommandAdapter(Adapter):
             )
         return self.group_ids(job_id, group)
 
+    #: The last status command output this object parsed, and what it parsed to (see :meth:`interned`).
+    _parsed: tuple[str, Statuses] | None = None
+
+    def interned(self, before: Statuses, after: Statuses) -> None:
+        if self._parsed is not None and self._parsed[1] is before:
+            self._parsed = (self._parsed[0], after)
+
     def query(self, batch_ids: list[str]) -> QueryResult:
         try:
             proc = self.run(self.status_argv(), error=QueryError, accept=self.status_accept)
@@ -1032,25 +601,6 @@ class CommandAdapter(Adapter):
 
 def _pattern(parts: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{p})" for p in parts), re.I) if parts else None
-
-
-@dataclass
-class _Answer:
-    """The status answer this adapter object read or made last: the cache file's identity, its raw
-    statuses and the :class:`QueryResult` built from them."""
-
-    key: object
-    raw: dict[str, list[Any]]
-    result: QueryResult
-    """The answer, dated by the date file when that confirms it later."""
-    answered: float
-    """The date in the cache file: what the date file names to confirm this answer."""
-    date_key: object = None
-    """The date file's identity when last read or written."""
-
-
-def _write_json(path: Path, data: Any) -> None:
-    atomic_write(path, json.dumps(data), sync=False)
 
 
 def _text(b: bytes | str | None) -> str:

@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
-from jim.adapters.base import Adapter, AdapterOptions, BatchStatus, QueryResult, SubmitChunk, batched
+from jim.adapters.base import Adapter, batched
+from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.options import AdapterOptions
 from jim.errors import BatchError, CancelError, ConfigError, QueryError, SubmitError
 from jim.jobid import local_tag
 from jim.states import Evidence, LocalState
@@ -402,8 +404,8 @@ class CondorAdapter(Adapter):
             raise SubmitError(f"cannot describe local jobs of {chunk.grid_id} to HTCondor: {e}") from None
         if self.options.requirements.strip():
             desc["requirements"] = self.options.requirements.strip()
-        if chunk.wall_seconds:
-            desc["allowed_job_duration"] = str(chunk.wall_seconds)
+        if chunk.limits.wall_seconds:
+            desc["allowed_job_duration"] = str(chunk.limits.wall_seconds)
         return {**desc, **{str(k): str(v) for k, v in self.options.submit_commands.items()}}
 
     #: jim's resource commands, each with the site commands (names normalised: ``+X`` is ``my.x``)
@@ -423,15 +425,15 @@ class CondorAdapter(Adapter):
         ``accounting_group``.  Where the site's ``submit_commands`` say the same (see
         :attr:`RESOURCE_COMMANDS_YIELD`), the site's win and jim's are left out."""
         cmds: dict[str, str] = {}
-        memory = chunk.memory_mb or chunk.min_memory_mb
+        memory = chunk.limits.memory_mb or chunk.limits.min_memory_mb
         if memory:
             cmds["request_memory"] = str(int(memory))
-        if chunk.cpu_seconds:
-            cpu = int(chunk.cpu_seconds)
+        if chunk.limits.cpu_seconds:
+            cpu = int(chunk.limits.cpu_seconds)
             cmds["periodic_hold"] = f"RemoteUserCpu + RemoteSysCpu > {cpu}"
             cmds["periodic_hold_reason"] = classad_string(f"CPU time limit of {cpu} s (maxcputime) exceeded")
-        if chunk.project:
-            cmds["accounting_group"] = submit_text(chunk.project, what="the project")
+        if chunk.limits.project:
+            cmds["accounting_group"] = submit_text(chunk.limits.project, what="the project")
         site = {re.sub(r"^\+", "my.", str(k).lower()) for k in self.options.submit_commands}
         return {k: v for k, v in cmds.items() if not self.RESOURCE_COMMANDS_YIELD[k] & site}
 

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from jim.adapters.base import Adapter, AdapterOptions, BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.base import Adapter
+from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.options import AdapterOptions
 from jim.errors import SubmitError
 from jim.proc import spawn_detached
 from jim.safeio import read_regular

@@ -48,8 +48,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jim.adapters.base import AdapterOptions, BatchStatus, CommandAdapter, SubmitChunk, parse_tag_name, tag_name
+from jim.adapters.base import CommandAdapter
+from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.options import AdapterOptions
 from jim.errors import ConfigError, QueryError, SubmitError
+from jim.jobid import parse_tag_name, tag_name
 from jim.paths import Home
 from jim.ranges import array_spec
 from jim.states import EndCause, Evidence, LocalState
@@ -411,7 +414,7 @@ class PbsAdapter(CommandAdapter):
     def flavour(self) -> Flavour:
         """The configured flavour; for ``auto``, which PBS answers (a site fact of this qsub: asked once a day)."""
         if self._flavour is None:
-            found = self.site_fact("flavour", self._probe, key=self._qsub_path())
+            found = self.cache.fact("flavour", self._probe, key=self._qsub_path())
             self._flavour = FLAVOURS.get(found) or FLAVOURS[self._probe()]
         return self._flavour
 
@@ -502,15 +505,15 @@ class PbsAdapter(CommandAdapter):
         queue = self.queue_of(chunk, self.options.queue)
         if queue:
             argv += ["-q", queue]
-        account = chunk.project or self.options.account
+        account = chunk.limits.project or self.options.account
         if account:
             argv += ["-A", account]
-        if chunk.wall_seconds:
-            argv += ["-l", f"walltime={walltime(chunk.wall_seconds)}"]
-        if chunk.cpu_seconds:
-            argv += ["-l", f"cput={walltime(chunk.cpu_seconds)}"]
-        if chunk.memory_mb:
-            argv += ["-l", f"mem={chunk.memory_mb}mb"]
+        if chunk.limits.wall_seconds:
+            argv += ["-l", f"walltime={walltime(chunk.limits.wall_seconds)}"]
+        if chunk.limits.cpu_seconds:
+            argv += ["-l", f"cput={walltime(chunk.limits.cpu_seconds)}"]
+        if chunk.limits.memory_mb:
+            argv += ["-l", f"mem={chunk.limits.memory_mb}mb"]
         argv += [*self.options.qsub_options, script]
         return [argv[0], *map(shlex.quote, argv[1:])] if self.flavour.shell_quotes_argv else argv
 

@@ -50,17 +50,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jim.adapters.base import (
-    NAME_PREFIX,
-    AdapterOptions,
-    BatchStatus,
-    CommandAdapter,
-    SubmitChunk,
-    TagName,
-    parse_tag_name,
-    tag_name,
-)
+from jim.adapters.base import CommandAdapter
+from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.options import AdapterOptions
 from jim.errors import QueryError, SubmitError
+from jim.jobid import NAME_PREFIX, TagName, parse_tag_name, tag_name
 from jim.ranges import array_spec, parse_array_spec
 from jim.safeio import atomic_write
 from jim.states import EndCause, Evidence, LocalState
@@ -469,15 +463,15 @@ class SgeAdapter(CommandAdapter):
         queue = self.queue_of(chunk, self.options.queue)
         if queue:
             argv += ["-q", queue]
-        project = chunk.project or self.options.project
+        project = chunk.limits.project or self.options.project
         if project:
             argv += ["-P", project]
-        if chunk.wall_seconds is not None:
-            argv += ["-l", f"h_rt={max(1, chunk.wall_seconds)}"]
-        if chunk.cpu_seconds:
-            argv += ["-l", f"h_cpu={chunk.cpu_seconds}"]
-        if chunk.memory_mb:
-            argv += ["-l", f"h_data={chunk.memory_mb}M"]  # (as the stock GRAM sge module)
+        if chunk.limits.wall_seconds is not None:
+            argv += ["-l", f"h_rt={max(1, chunk.limits.wall_seconds)}"]
+        if chunk.limits.cpu_seconds:
+            argv += ["-l", f"h_cpu={chunk.limits.cpu_seconds}"]
+        if chunk.limits.memory_mb:
+            argv += ["-l", f"h_data={chunk.limits.memory_mb}M"]  # (as the stock GRAM sge module)
         return [*argv, *self.options.qsub_options, str(script)]
 
     def parse_submit(self, stdout: str, group: list[int]) -> str | None:

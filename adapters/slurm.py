@@ -28,8 +28,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jim.adapters.base import AdapterOptions, BatchStatus, CommandAdapter, SubmitChunk, parse_tag_name, tag_name
+from jim.adapters.base import CommandAdapter
+from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.options import AdapterOptions
 from jim.errors import QueryError
+from jim.jobid import parse_tag_name, tag_name
 from jim.ranges import array_spec, parse_array_spec
 from jim.states import EndCause, Evidence, LocalState
 
@@ -285,7 +288,7 @@ class SlurmAdapter(CommandAdapter):
 
     def max_array_size(self) -> int:
         """The cluster's MaxArraySize (asked once a day)."""
-        return self.options.max_array_size or int(self.site_fact("MaxArraySize", self._ask_max_array_size))
+        return self.options.max_array_size or int(self.cache.fact("MaxArraySize", self._ask_max_array_size))
 
     def _ask_max_array_size(self) -> int:
         try:
@@ -324,15 +327,15 @@ class SlurmAdapter(CommandAdapter):
         partition = self.queue_of(chunk, self.options.partition)
         if partition:
             argv.append(f"--partition={partition}")
-        account = chunk.project or self.options.account
+        account = chunk.limits.project or self.options.account
         if account:
             argv.append(f"--account={account}")
         if not self.options.requeue:
             argv.append("--no-requeue")
-        if chunk.wall_seconds:
-            argv.append(f"--time={max(1, chunk.wall_seconds // 60)}")
-        if chunk.memory_mb:
-            argv.append(f"--mem={chunk.memory_mb}")  # (MB, on the one node of the local job)
+        if chunk.limits.wall_seconds:
+            argv.append(f"--time={max(1, chunk.limits.wall_seconds // 60)}")
+        if chunk.limits.memory_mb:
+            argv.append(f"--mem={chunk.limits.memory_mb}")  # (MB, on the one node of the local job)
         return [*argv, *self.options.sbatch_options, str(script)]
 
     def parse_submit(self, stdout: str, group: list[int]) -> str | None:
@@ -383,7 +386,7 @@ class SlurmAdapter(CommandAdapter):
         by_array: dict[str, list[str]] = {}
         for b in batch_ids:
             by_array.setdefault(b.partition("_")[0], []).append(b)
-        cached = self.cached_answer()
+        cached = self.cache.cached()
         units: list[str] = []
         for array_id, tasks in sorted(by_array.items()):
             known = sum(1 for b in cached.statuses if b.partition("_")[0] == array_id) if cached else len(tasks) + 1

@@ -29,8 +29,9 @@ accepts; any other unknown attribute is refused at submit.
 
 What a handler knows when it plans
 ----------------------------------
-``self.site`` (:class:`jim.config.SiteLimits`), ``self.opts`` (the handler's
-options: class defaults overridden by ``[handlers.<name>]``), ``self.queue``
+``self.site`` (:class:`jim.config.SiteLimits`), ``self.options`` (the handler's
+options, a :class:`HandlerOptions` dataclass: its defaults overridden by
+``[handlers.<name>]``), ``self.queue``
 (the :class:`jim.requirements.Queue` jim chose for the job from its
 requirements, with the site's parameters such as ``WallTimeLimit``; ``None``
 when the site describes no queues) and ``self.grid_job_id`` (``None`` for a
@@ -59,15 +60,14 @@ from __future__ import annotations
 import abc
 import math
 import os
-import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from jim import settings
 from jim.config import SiteLimits
-from jim.errors import ConfigError, GramError, InvalidAttribute, InvalidCount, PlanError
-from jim.jobdesc import JobDescription, shown
-from jim.safeio import NotRegular, kind, open_regular
-from jim.sandbox.builder import input_arcname, open_input
+from jim.errors import ConfigError, InvalidAttribute, InvalidCount, PlanError
+from jim.jobdesc import JobDescription
 
 if TYPE_CHECKING:
     from jim.requirements import Queue
@@ -162,6 +162,11 @@ class Plan:
         )
 
 
+@dataclass(frozen=True)
+class HandlerOptions:
+    """Options of every job type (none); a job type with options subclasses it (see :class:`Handler`)."""
+
+
 class Handler(abc.ABC):
     """Base class of job-type handlers; see the module docstring for the contract."""
 
@@ -169,27 +174,27 @@ class Handler(abc.ABC):
     name: ClassVar[str] = ""
     #: Extra RSL attributes this job type accepts: canonical name -> meaning.
     attributes: ClassVar[dict[str, str]] = {}
-    #: Handler options a site may set in ``[handlers.<name>]``, with defaults.
-    options: ClassVar[dict[str, Any]] = {}
+    #: The options a site may set in ``[handlers.<name>]``: a frozen dataclass of typed fields with
+    #: defaults (read by :func:`jim.settings.load`).  A job type with options of its own declares
+    #: ``Options = MyOptions`` and ``options: MyOptions``.
+    Options: ClassVar[type[HandlerOptions]] = HandlerOptions
+    options: HandlerOptions
 
     def __init__(
         self,
         site: SiteLimits,
-        options: dict[str, Any] | None = None,
+        options: HandlerOptions | Mapping[str, Any] | None = None,
         *,
         queue: Queue | None = None,
         grid_job_id: str | None = None,
     ):
         self.site = site
-        given = dict(options or {})
-        unknown = set(given) - set(self.options)
-        if unknown:
-            raise ConfigError(f"[handlers.{self.name}]: unknown option(s) {', '.join(sorted(unknown))}")
-        for key, value in given.items():
-            default = self.options[key]
-            if default is not None and not _same_kind(default, value):
-                raise ConfigError(f"[handlers.{self.name}].{key}: expected {_kind(default)}, got {value!r}")
-        self.opts = {**self.options, **given}
+        if isinstance(options, HandlerOptions):
+            if not isinstance(options, self.Options):
+                raise ConfigError(f"[handlers.{self.name}]: options of another job type")
+            self.options = options
+        else:
+            self.options = settings.load(self.Options, options or {}, f"[handlers.{self.name}]")
         #: The local queue chosen for the job (None: the site describes no queues).
         self.queue = queue
         #: The grid job's id (None in ``jim plan --dry-run``).
@@ -372,35 +377,9 @@ class EventBudget:
         return None if self.seconds_per_event is None else events * self.seconds_per_event
 
 
-def _kind(default: Any) -> str:
-    return {
-        bool: "true or false",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a table",
-    }.get(type(default), type(default).__name__)
-
-
-def _same_kind(default: Any, value: Any) -> bool:
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, (int, float)):
-        return isinstance(value, (int, float)) if isinstance(default, float) else isinstance(value, int)
-    return isinstance(value, type(default))
-
-
 def check_count(value: int, cap: int, why: str) -> None:
     if value > cap:
         raise InvalidCount(f"{value} local jobs requested, over the limit of {cap} ({why})")
-
-
-# -- what every grid job's files must be, checked at submit ---------------------------
-
-#: The most ``outputs`` patterns, and the longest one.
-MAX_OUTPUT_PATTERNS = 1000
-MAX_OUTPUT_PATTERN_CHARS = 1024
 
 
 def input_path(desc: JobDescription, name: str) -> str:
@@ -408,115 +387,3 @@ def input_path(desc: JobDescription, name: str) -> str:
     is itself relative to the submitter's home (GRAM's reading; the home is also the default)."""
     base = os.path.join(os.path.expanduser("~"), desc.get("directory") or "")
     return os.path.normpath(os.path.join(base, name))
-
-
-def check_input_files(desc: JobDescription, max_bytes: int) -> None:
-    """At submit: every ``inputfiles`` value a regular file the caller can read, not through a
-    symbolic link, not in /proc, /sys or another kernel file system, no two with the same name, all
-    of them together within the site's ``max_input_bytes``; else :class:`InvalidAttribute` (134)
-    naming the file."""
-    names: dict[str, str] = {}
-    total = 0
-    for value in desc.values("inputfiles"):
-        path = input_path(desc, value)
-        arc = input_arcname(path)
-        if arc in names:
-            raise InvalidAttribute(f"input files {names[arc]!r} and {value!r} have the same name")
-        names[arc] = value
-        fd, st = open_input(path)
-        os.close(fd)
-        total += st.st_size
-        if total > max_bytes:
-            raise InvalidAttribute(
-                f"input file {value!r}: the input files come to more than the site's limit of {max_bytes} bytes"
-            )
-
-
-def check_gram_paths(desc: JobDescription, commands: list[list[str]]) -> None:
-    """At submit, as GRAM's stock job manager does, for the paths this host can see: the grid job's
-    ``directory`` an existing directory (4 BAD_DIRECTORY); each local job's executable, when it is a
-    path (absolute, or relative to ``directory``), an existing (5 EXECUTABLE_NOT_FOUND) regular file
-    the caller may execute (72 EXECUTABLE_PERMISSIONS); ``stdin``, unless a URL or ``/dev/null``, an
-    existing regular file the caller may read, not a symbolic link, FIFO or device (11 STDIN_NOT_FOUND).
-    A bare command name is looked up where the job runs."""
-    directory = input_path(desc, "")
-    try:
-        st = os.stat(directory)
-        usable = stat.S_ISDIR(st.st_mode) and os.access(directory, os.X_OK)
-    except (OSError, ValueError):
-        usable = False
-    if not usable:
-        raise InvalidAttribute(
-            f"the directory {shown(directory)} does not exist or cannot be entered", gram_error=GramError.BAD_DIRECTORY
-        )
-    seen: set[str] = set()
-    for argv in commands:
-        exe = argv[0] if argv else ""
-        if exe in seen or not os.path.isabs(exe):
-            continue
-        seen.add(exe)
-        try:
-            st = os.stat(exe)
-        except (OSError, ValueError):
-            raise InvalidAttribute(
-                f"the executable {shown(exe)} does not exist", gram_error=GramError.EXECUTABLE_NOT_FOUND
-            ) from None
-        if not stat.S_ISREG(st.st_mode) or not os.access(exe, os.X_OK):
-            raise InvalidAttribute(
-                f"the executable {shown(exe)} is not an executable file", gram_error=GramError.EXECUTABLE_PERMISSIONS
-            )
-    path = stdin_path(desc)
-    if path is not None:
-        _check_stdin(path, desc.get("stdin") or "")
-
-
-def stdin_path(desc: JobDescription) -> str | None:
-    """The file every local job reads on its standard input: ``stdin`` made absolute as
-    :func:`input_path` does; None without one, for ``/dev/null`` (GRAM's default) and for a URL
-    (GRAM's job manager stages those to a local file first: one that still arrives is not read)."""
-    stdin = desc.get("stdin")
-    if not stdin or "://" in stdin:
-        return None
-    path = input_path(desc, stdin)
-    return None if path == os.devnull else path
-
-
-def _check_stdin(path: str, stdin: str) -> None:
-    """``path`` a regular file the caller can open for reading, not through a symbolic link (a FIFO
-    or a device is never opened); else 11 STDIN_NOT_FOUND with the reason."""
-    fail, code = f"stdin {shown(stdin)}", GramError.STDIN_NOT_FOUND
-    try:
-        st = os.lstat(path)
-    except (OSError, ValueError):
-        raise InvalidAttribute(f"{fail} does not exist", gram_error=code) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidAttribute(f"{fail} is {kind(st.st_mode)}, not a regular file", gram_error=code)
-    try:
-        fd, _st = open_regular(path, follow=False)
-    except NotRegular as e:
-        raise InvalidAttribute(f"{fail} is {e.kind}, not a regular file", gram_error=code) from None
-    except OSError as e:
-        raise InvalidAttribute(f"{fail} cannot be read: {e.strerror}", gram_error=code) from None
-    os.close(fd)
-
-
-def check_output_patterns(desc: JobDescription) -> None:
-    """At submit: ``outputs`` patterns relative, without ``..``, NUL or other control characters,
-    bounded in number and length; else :class:`InvalidAttribute` (134) naming the pattern."""
-    patterns = desc.values("outputs")
-    if len(patterns) > MAX_OUTPUT_PATTERNS:
-        raise InvalidAttribute(f"{len(patterns)} outputs patterns, more than {MAX_OUTPUT_PATTERNS}")
-    for p in patterns:
-        shown = repr(p[:100]) + ("..." if len(p) > 100 else "")
-        if not p:
-            raise InvalidAttribute("an outputs pattern is empty")
-        if len(p) > MAX_OUTPUT_PATTERN_CHARS:
-            raise InvalidAttribute(f"outputs pattern {shown} is longer than {MAX_OUTPUT_PATTERN_CHARS} characters")
-        if not p.isprintable():
-            raise InvalidAttribute(f"outputs pattern {shown} holds a NUL or another control character")
-        if p.startswith("/"):
-            raise InvalidAttribute(
-                f"outputs pattern {shown} is an absolute path: patterns name files in the job's directory"
-            )
-        if ".." in p.split("/"):
-            raise InvalidAttribute(f"outputs pattern {shown} holds '..': patterns stay where the job runs")

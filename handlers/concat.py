@@ -27,12 +27,26 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass
 
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers import inputdata
 from jim.handlers.base import Handler, LocalSlice, Plan
 from jim.jobdesc import JobDescription
 from jim.split.merge import MergeFile, split_merge_by_size
+
+
+@dataclass(frozen=True)
+class ConcatOptions(inputdata.InputDataOptions):
+    """``[handlers.concat]``: how merge groups are sized (bytes, events) and how long a merge is estimated to take
+    (``merge_overhead + merge_passes x size / merge_rate`` seconds)."""
+
+    max_merge_size: int = 1_000_000_000
+    min_merge_size: int = 1_048_576
+    max_merge_events: int = 100_000_000
+    merge_overhead: float = 300.0
+    merge_passes: int = 4
+    merge_rate: float = 5_000_000.0
 
 
 class ConcatHandler(inputdata.InputDataWorkArea, Handler):
@@ -45,25 +59,17 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
         "minmergesize": "groups below this many bytes are marked forced",
         "maxmergeevents": "most events one local job merges",
     }
-    options = {
-        "max_merge_size": 1_000_000_000,
-        "min_merge_size": 1_048_576,
-        "max_merge_events": 100_000_000,
-        "merge_overhead": 300.0,
-        "merge_passes": 4,
-        "merge_rate": 5_000_000.0,
-        "safety": 0.8,
-        "files_as_arguments": False,
-    }
+    Options = ConcatOptions
+    options: ConcatOptions
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         self.executable_argv(desc)
         files = [self._merge_file(desc, e, MergeFile) for e in inputdata.entries(desc)]
-        max_size = desc.get_int("maxmergesize", None, minimum=1) or int(self.opts["max_merge_size"])
+        max_size = desc.get_int("maxmergesize", None, minimum=1) or int(self.options.max_merge_size)
         min_size = desc.get_int("minmergesize", None, minimum=0)
         if min_size is None:
-            min_size = min(int(self.opts["min_merge_size"]), max_size)
-        max_events = desc.get_int("maxmergeevents", None, minimum=1) or int(self.opts["max_merge_events"])
+            min_size = min(int(self.options.min_merge_size), max_size)
+        max_events = desc.get_int("maxmergeevents", None, minimum=1) or int(self.options.max_merge_events)
         cap, cap_why = self.max_local_jobs(desc)
         try:
             groups = split_merge_by_size(
@@ -73,7 +79,7 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
             if "more than the limit" in str(e):
                 raise PlanError(f"{e} ({cap_why.replace('-', ' ')})") from None
             raise InvalidAttribute(f"concat: {e}") from None
-        limit = self.time_limit(float(self.opts["safety"]))
+        limit = self.time_limit(float(self.options.safety))
         slices = []
         for k, g in enumerate(groups):
             est = self._estimate(g.size)
@@ -136,8 +142,8 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
         return MergeFile(entry.name, size, events)
 
     def _estimate(self, size: int) -> float:
-        return float(self.opts["merge_overhead"]) + int(self.opts["merge_passes"]) * size / float(
-            self.opts["merge_rate"]
+        return float(self.options.merge_overhead) + int(self.options.merge_passes) * size / float(
+            self.options.merge_rate
         )
 
     @staticmethod

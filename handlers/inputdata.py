@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 
 from jim.errors import InvalidAttribute
-from jim.handlers.base import Handler
+from jim.handlers.base import Handler, HandlerOptions
 
 _COUNT = re.compile(r"[0-9]+\Z")
 _PLACE = re.compile(r"[A-Za-z0-9_.:-]{1,255}\Z")
@@ -141,10 +141,21 @@ def add_file_lists(plan, area) -> None:
         area.add_bytes(list_name(k), "".join(f + "\n" for f in files).encode())
 
 
+@dataclass(frozen=True)
+class InputDataOptions(HandlerOptions):
+    """Options of the job types that read ``inputdata``: the share of a queue's time limit a local
+    job may use (``safety``), and whether the files are also appended to the command."""
+
+    safety: float = 0.8
+    files_as_arguments: bool = False
+
+
 class InputDataWorkArea(Handler):
     """``prepareWorkArea`` and ``getCommandAndArguments`` of the job types that read ``inputdata``
     (mixed into a :class:`jim.handlers.base.Handler`): the sandbox holds each local job's file list;
     with the option ``files_as_arguments`` the files are also appended to the command."""
+
+    options: InputDataOptions
 
     def prepareWorkArea(self, desc, plan, area) -> None:
         self.add_input_files(desc, area)
@@ -152,6 +163,6 @@ class InputDataWorkArea(Handler):
 
     def getCommandAndArguments(self, desc, plan, local) -> list[str]:
         argv = self.executable_argv(desc)
-        if self.opts["files_as_arguments"]:
+        if self.options.files_as_arguments:
             argv += local.env.get("JIM_INPUT_FILES", "").split()
         return argv

@@ -37,19 +37,32 @@ seconds) and ``timeLimitBy``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from jim.errors import InvalidAttribute, PlanError
-from jim.handlers.base import Handler, LocalSlice, Plan
+from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan
 from jim.jobdesc import JobDescription
 from jim.split.events import split_events
+
+
+@dataclass(frozen=True)
+class MonteCarloOptions(HandlerOptions):
+    """``[handlers.montecarlo]``: events split evenly (``balanced``), the events per local job when the user gives
+    no CPU-per-event hint (0: the site's ``default_events_per_job``), the share of a queue's time limit a
+    local job may use (``safety``)."""
+
+    balanced: bool = True
+    default_events_per_job: int = 0
+    safety: float = 0.8
 
 
 class MonteCarloHandler(Handler):
     """Monte Carlo production: events split by the site's CPU and the queue's time limits."""
 
     name = "montecarlo"
-    options = {"balanced": True, "default_events_per_job": 0, "safety": 0.8}
+    Options = MonteCarloOptions
+    options: MonteCarloOptions
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         raw = desc.get("events")
@@ -68,8 +81,8 @@ class MonteCarloHandler(Handler):
         self.executable_argv(desc)
         budget = self.event_budget(
             desc,
-            safety=float(self.opts["safety"]),
-            default_per_job=int(self.opts["default_events_per_job"]) or self.site.default_events_per_job,
+            safety=float(self.options.safety),
+            default_per_job=int(self.options.default_events_per_job) or self.site.default_events_per_job,
         )
         per_job, binding = min(budget.per_job, total), budget.binding
         n = math.ceil(total / per_job)
@@ -87,7 +100,7 @@ class MonteCarloHandler(Handler):
                 total,
                 per_job,
                 first,
-                balanced=bool(self.opts["balanced"]),
+                balanced=bool(self.options.balanced),
                 events_per_lumi=per_lumi,
                 first_lumi=first_lumi,
             )

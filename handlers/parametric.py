@@ -42,10 +42,11 @@ The binding constraint is ``parameters``.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from jim.errors import InvalidAttribute, PlanError
-from jim.handlers.base import Handler, LocalSlice, Plan
+from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan
 from jim.jobdesc import JobDescription
 from jim.split.parametric import parse_parameters, split_parametric
 
@@ -65,6 +66,14 @@ UNITED = ("outputs", "inputfiles")
 DRY_RUN_ID = "DRYRUN"
 
 
+@dataclass(frozen=True)
+class ParametricOptions(HandlerOptions):
+    """``[handlers.parametric]``: the most local jobs one parametric grid job may become (DIRAC's own limit is
+    100)."""
+
+    max_jobs: int = 100
+
+
 class ParametricHandler(Handler):
     """Parametric jobs: one local job per parameter value, $Parameter substituted everywhere."""
 
@@ -75,7 +84,8 @@ class ParametricHandler(Handler):
         "parameterstep": "parametric jobs: step between values",
         "parameterfactor": "parametric jobs: factor between values",
     }
-    options = {"max_jobs": 100}
+    Options = ParametricOptions
+    options: ParametricOptions
 
     @classmethod
     def accepted_attributes(cls, desc: JobDescription) -> set[str]:
@@ -149,7 +159,7 @@ class ParametricHandler(Handler):
     def _limit(self, desc: JobDescription) -> tuple[int, str]:
         """The most local jobs allowed, and why: the option, the user's or the site's cap."""
         cap, cap_why = self.max_local_jobs(desc)
-        option_max = int(self.opts["max_jobs"])
+        option_max = int(self.options.max_jobs)
         if option_max < cap:
             return max(option_max, 1), "the site's max_jobs for parametric jobs"
         return cap, cap_why.replace("-", " ")

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers import inputdata
@@ -58,6 +59,19 @@ from jim.split.files import split_files
 from jim.split.lumis import LumiFile, split_lumis
 
 MODES = ("files", "events", "lumis", "eventaware")
+
+
+@dataclass(frozen=True)
+class ReprocessingOptions(inputdata.InputDataOptions):
+    """``[handlers.reprocessing]``: the default splitting and its sizes, and the lumi splitter's rules."""
+
+    splitting: str = "files"
+    files_per_job: int = 10
+    lumis_per_job: int = 10
+    default_events_per_job: int = 0
+    balanced: bool = True
+    split_on_run: bool = True
+    halt_on_file_boundaries: bool = False
 
 
 class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
@@ -72,21 +86,12 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         "lumimask": 'good lumi sections as CMS JSON: {"run": [[first, last], ...]}',
         "runwhitelist": "only these runs (lumi splitting)",
     }
-    options = {
-        "splitting": "files",
-        "files_per_job": 10,
-        "lumis_per_job": 10,
-        "default_events_per_job": 0,
-        "balanced": True,
-        "split_on_run": True,
-        "halt_on_file_boundaries": False,
-        "safety": 0.8,
-        "files_as_arguments": False,
-    }
+    Options = ReprocessingOptions
+    options: ReprocessingOptions
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         self.executable_argv(desc)
-        mode = (desc.get("splitting") or str(self.opts["splitting"])).strip().lower()
+        mode = (desc.get("splitting") or str(self.options.splitting)).strip().lower()
         if mode not in MODES:
             raise InvalidAttribute(f"splitting must be one of {', '.join(MODES)}, got {mode!r}")
         entries = inputdata.entries(desc)
@@ -111,7 +116,7 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                 s.attrs["estSeconds"] = f"{float(events) * seconds:.0f}"
         plan.attrs.update({"unit": mode, "inputFiles": len(entries)})
         if seconds is not None:
-            limit = self.time_limit(float(self.opts["safety"]))
+            limit = self.time_limit(float(self.options.safety))
             plan.attrs.update(limit.record())
             estimates = [
                 float(s.attrs["estSeconds"])
@@ -129,14 +134,14 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         names = [e.name for e in entries]
         user = desc.get_int("filesperjob", None, minimum=1)
         per_job, binding = (
-            (user, "user-files-per-job") if user else (int(self.opts["files_per_job"]), "default-files-per-job")
+            (user, "user-files-per-job") if user else (int(self.options.files_per_job), "default-files-per-job")
         )
         if math.ceil(len(names) / per_job) > cap and user is None:
             per_job, binding = math.ceil(len(names) / cap), "max-local-jobs"
         events = {e.name: inputdata.count(e, 0, "events") for e in entries}
         slices = []
         where = {e.name: e.location for e in entries if e.location}
-        for s in split_files(names, per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap, locations=where):
+        for s in split_files(names, per_job, balanced=bool(self.options.balanced), max_jobs=cap, locations=where):
             attrs: dict[str, object] = {"files": s.count, "inputFiles": " ".join(s.files)}
             if s.location:
                 attrs["location"] = " ".join(sorted(s.location))
@@ -162,8 +167,8 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
                 )
             files.append(EventFile(e.name, n))
         where = {e.name: " ".join(sorted(e.location)) for e in entries if e.location}
-        budget = self.event_budget(desc, safety=float(self.opts["safety"]), default_per_job=self._default_events())
-        pieces = split_event_files(files, budget.per_job, balanced=bool(self.opts["balanced"]), max_jobs=cap)
+        budget = self.event_budget(desc, safety=float(self.options.safety), default_per_job=self._default_events())
+        pieces = split_event_files(files, budget.per_job, balanced=bool(self.options.balanced), max_jobs=cap)
         slices = []
         for p in pieces:
             attrs = {
@@ -205,8 +210,8 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         if not any(f.lumis for f in files):
             raise InvalidAttribute(f"splitting={mode} needs the files' lumi sections: (NAME EVENTS RUN:LUMIS ...)")
         common = {
-            "split_on_run": bool(self.opts["split_on_run"]),
-            "halt_on_file_boundaries": bool(self.opts["halt_on_file_boundaries"]),
+            "split_on_run": bool(self.options.split_on_run),
+            "halt_on_file_boundaries": bool(self.options.halt_on_file_boundaries),
             "lumi_mask": self._lumi_mask(desc),
             "run_whitelist": self._run_whitelist(desc),
             "max_jobs": cap,
@@ -214,12 +219,12 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         if mode == "lumis":
             user = desc.get_int("lumisperjob", None, minimum=1)
             per_job, binding = (
-                (user, "user-lumis-per-job") if user else (int(self.opts["lumis_per_job"]), "default-lumis-per-job")
+                (user, "user-lumis-per-job") if user else (int(self.options.lumis_per_job), "default-lumis-per-job")
             )
             pieces = split_lumis(files, per_job, **common)
             what = f"up to {per_job} lumi sections"
         else:
-            budget = self.event_budget(desc, safety=float(self.opts["safety"]), default_per_job=self._default_events())
+            budget = self.event_budget(desc, safety=float(self.options.safety), default_per_job=self._default_events())
             per_job, binding = budget.per_job, budget.binding
             pieces = split_event_aware(
                 files,
@@ -254,7 +259,7 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
 
     # -- helpers -----------------------------------------------------------------------
     def _default_events(self) -> int:
-        return int(self.opts["default_events_per_job"]) or self.site.default_events_per_job
+        return int(self.options.default_events_per_job) or self.site.default_events_per_job
 
     @staticmethod
     def _lumi_mask(desc):

@@ -52,22 +52,17 @@ and the result passed on explicitly.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pwd
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
+from jim import settings
 from jim.adapters import options_for
-from jim.adapters.base import AdapterOptions
+from jim.adapters.options import AdapterOptions
 from jim.errors import ConfigError
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-T = TypeVar("T", bound="DataclassInstance")
 
 DEFAULT_CONFIG_PATH = Path("/etc/jim/jim.toml")
 
@@ -85,6 +80,14 @@ class SiteLimits:
     max_input_bytes: int = 256 * 1024 * 1024
     """The most bytes a grid job's ``inputfiles`` may come to, together (checked at submit; the
     sandbox copies no more)."""
+
+    def __post_init__(self) -> None:
+        if self.max_local_jobs < 1:
+            raise ConfigError("[site].max_local_jobs must be at least 1")
+        if self.max_cpu_per_job < self.recommended_cpu_per_job:
+            raise ConfigError("[site].max_cpu_per_job is smaller than recommended_cpu_per_job")
+        if not 0.0 <= self.max_failed_fraction <= 1.0:
+            raise ConfigError("[site].max_failed_fraction must be between 0 and 1")
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,15 @@ class RetryConfig:
     """Exit codes of a local job that ran to its end that are worth another attempt (none by
     default: a job's own failure is not retried; a job type may name its own, see Handler)."""
 
+    def __post_init__(self) -> None:
+        if not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= 255 for c in self.exit_codes):
+            raise ConfigError(f"[retry].exit_codes: expected a list of exit codes 1-255, got {list(self.exit_codes)!r}")
+        object.__setattr__(self, "exit_codes", tuple(sorted(set(self.exit_codes))))
+        if self.max_attempts < 1:
+            raise ConfigError("[retry].max_attempts must be at least 1 (1: never retried)")
+        if self.cool_off_factor < 1.0:
+            raise ConfigError("[retry].cool_off_factor must be at least 1")
+
 
 @dataclass(frozen=True)
 class Deadlines:
@@ -144,6 +156,13 @@ class AdvertiseConfig:
     """the ad's Name; "" = the site's name."""
     contact: str = ""
     """the contact string grid jobs are submitted to (e.g. the gatekeeper's), put in the ad."""
+
+
+@dataclass(frozen=True)
+class JimTable:
+    """``[jim]``: where this user's jim keeps its data ($JIM_HOME wins)."""
+
+    home: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,42 +193,6 @@ def _expand(path: str) -> Path:
     return Path(os.path.expanduser(path.replace("$USER", _user())))
 
 
-def _section(cls: type[T], table: dict[str, Any], where: str) -> T:
-    """Build dataclass ``cls`` from ``table``, refusing unknown keys and wrong types."""
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in table.items():
-        if key not in known:
-            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
-        default = known[key].default
-        if (
-            isinstance(default, bool) != isinstance(value, bool)
-            or (isinstance(default, (int, float)) and not isinstance(value, (int, float)))
-            or (isinstance(default, str) and not isinstance(value, str))
-        ):
-            raise ConfigError(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
-        if isinstance(default, float):
-            value = float(value)
-        if isinstance(default, (int, float)) and value < 0:
-            raise ConfigError(f"{where}.{key}: must not be negative, got {value!r}")
-        kwargs[key] = value
-    return cls(**kwargs)
-
-
-def _retry_section(table: dict[str, Any]) -> RetryConfig:
-    codes = table.pop("exit_codes", [])
-    if not isinstance(codes, list) or not all(
-        isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= 255 for c in codes
-    ):
-        raise ConfigError(f"[retry].exit_codes: expected a list of exit codes 1-255, got {codes!r}")
-    retry = dataclasses.replace(_section(RetryConfig, table, "[retry]"), exit_codes=tuple(sorted(set(codes))))
-    if retry.max_attempts < 1:
-        raise ConfigError("[retry].max_attempts must be at least 1 (1: never retried)")
-    if retry.cool_off_factor < 1.0:
-        raise ConfigError("[retry].cool_off_factor must be at least 1")
-    return retry
-
-
 def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str] | None = None) -> Config:
     """A Config from an already-parsed TOML document."""
     env = os.environ if env is None else env
@@ -218,10 +201,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
-    jim_table = dict(data.get("jim", {}))
-    home_value = jim_table.pop("home", None)
-    if jim_table:
-        raise ConfigError(f"{source}: [jim] has unknown key(s) {', '.join(sorted(jim_table))}")
+    home_value = settings.load(JimTable, data.get("jim", {}), "[jim]").home
     if env.get("JIM_HOME"):
         home = _expand(env["JIM_HOME"])
     elif home_value:
@@ -233,27 +213,19 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
     if not isinstance(adapter, str):
         raise ConfigError(f"{source}: [batch] adapter must be a name, got {adapter!r}")
     batch = BatchConfig(adapter=adapter, options=options_for(adapter, batch_table))
-    site = _section(SiteLimits, data.get("site", {}), "[site]")
-    if site.max_local_jobs < 1:
-        raise ConfigError("[site].max_local_jobs must be at least 1")
-    if site.max_cpu_per_job < site.recommended_cpu_per_job:
-        raise ConfigError("[site].max_cpu_per_job is smaller than recommended_cpu_per_job")
-    if not 0.0 <= site.max_failed_fraction <= 1.0:
-        raise ConfigError("[site].max_failed_fraction must be between 0 and 1")
-    retry = _retry_section(dict(data.get("retry", {})))
     handlers = data.get("handlers", {})
     if not isinstance(handlers, dict) or not all(isinstance(v, dict) for v in handlers.values()):
         raise ConfigError("[handlers] must hold one table per job type, e.g. [handlers.montecarlo]")
     return Config(
         home=home,
-        site=site,
+        site=settings.load(SiteLimits, data.get("site", {}), "[site]"),
         batch=batch,
-        monitor=_section(MonitorConfig, data.get("monitor", {}), "[monitor]"),
-        deadlines=_section(Deadlines, data.get("deadlines", {}), "[deadlines]"),
-        retry=retry,
+        monitor=settings.load(MonitorConfig, data.get("monitor", {}), "[monitor]"),
+        deadlines=settings.load(Deadlines, data.get("deadlines", {}), "[deadlines]"),
+        retry=settings.load(RetryConfig, data.get("retry", {}), "[retry]"),
         handlers={k: dict(v) for k, v in handlers.items()},
         resources=dict(data.get("resources", {})),
-        advertise=_section(AdvertiseConfig, data.get("advertise", {}), "[advertise]"),
+        advertise=settings.load(AdvertiseConfig, data.get("advertise", {}), "[advertise]"),
         source=source,
     )
 

@@ -24,7 +24,7 @@ def doctor(config: Config) -> int:
     print(f"adapter:  {config.batch.adapter} {config.batch.describe_options()}".rstrip())
     try:
         adapter = get_adapter(config, home)
-        deg = adapter.degraded() if home.cache.exists() else None
+        deg = adapter.cache.degraded() if home.cache.exists() else None
         print(f"  {'DEGRADED since ' + str(deg['since']) + ': ' + deg['reason'] if deg else 'healthy'}")
     except Exception as e:
         ok = False

@@ -79,3 +79,56 @@ def parse_local_dir_name(name: str) -> tuple[int, int] | None:
         return None
     n = int(attempt) if dot else 1
     return (int(index), n) if n >= 1 and (not dot or n >= 2) else None
+
+
+# ---------------------------------------------------------------------------
+# batch job names: how a tag travels through a batch system
+# ---------------------------------------------------------------------------
+
+#: Every batch job jim submits is named ``jim.<grid job id>.<offset>`` (``.<offset>.<attempt>``
+#: for a later attempt): jim's tag, by which a job is known (never by its batch id alone, which
+#: batch systems hand out again).
+NAME_PREFIX = "jim."
+
+
+def tag_name(grid_id: str, offset: int, attempt: int = 1) -> str:
+    """The batch job name of the array (or job) whose first task is local job ``offset``, for
+    attempt ``attempt`` of its local jobs (every task of an array is the same attempt)."""
+    return NAME_PREFIX + local_tag(grid_id, offset, attempt)
+
+
+class TagName:
+    """A batch job name made by :func:`tag_name`, parsed.  (A plain class: a dataclass or a
+    NamedTuple would import modules ``jim poll`` does without.)"""
+
+    __slots__ = ("attempt", "grid_id", "offset")
+
+    def __init__(self, grid_id: str, offset: int, attempt: int = 1):
+        self.grid_id, self.offset, self.attempt = grid_id, offset, attempt
+
+    def _key(self) -> tuple[str, int, int]:
+        return (self.grid_id, self.offset, self.attempt)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TagName) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"TagName({self.grid_id!r}, {self.offset}, {self.attempt})"
+
+    def tag(self, task: int = 0) -> str:
+        """jim's tag of the local job that is task ``task`` (counted from 0) of this array."""
+        return local_tag(self.grid_id, self.offset + task, self.attempt)
+
+
+def parse_tag_name(name: str | None) -> TagName | None:
+    """The parts of a job name made by :func:`tag_name`, else None."""
+    if not name or not name.startswith(NAME_PREFIX):
+        return None
+    grid, *nums = name[len(NAME_PREFIX) :].split(".")
+    if not grid or len(nums) not in (1, 2) or not all(n.isascii() and n.isdigit() and len(n) <= 9 for n in nums):
+        return None
+    attempt = int(nums[1]) if len(nums) == 2 else 1
+    return TagName(grid, int(nums[0]), attempt) if attempt >= 1 and (len(nums) == 1 or attempt >= 2) else None

@@ -47,7 +47,8 @@ from pathlib import Path
 
 from jim import background, localfiles, retry, seg
 from jim.adapters import get_adapter
-from jim.adapters.base import Adapter, BatchStatus, QueryResult
+from jim.adapters.base import Adapter
+from jim.adapters.model import BatchStatus, QueryResult
 from jim.config import Config
 from jim.db import Database
 from jim.errors import JimError, JobNotFound
@@ -393,9 +394,9 @@ def _query(adapter: Adapter, batch_ids: list[str]) -> QueryResult:
     """One status query for all of them; a failed one marks the adapter degraded."""
     result = adapter.query_cached(batch_ids) if batch_ids else QueryResult(ok=True)
     if result.ok:
-        adapter.mark_healthy()
+        adapter.cache.mark_healthy()
     else:
-        adapter.mark_degraded(result.error)
+        adapter.cache.mark_degraded(result.error)
     return result
 
 

@@ -22,24 +22,20 @@ The plan and the commands are kept in ``jobs/<id>/plan.json`` (:func:`save`,
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
-from jim.adapters.base import check_queue_name
+from jim.adapters.options import check_queue_name
 from jim.config import Config
-from jim.errors import InvalidAttribute, JimError, PlanError
+from jim.errors import GramError, InvalidAttribute, JimError, PlanError
 from jim.handlers import get_handler_class
-from jim.handlers.base import (
-    Handler,
-    Plan,
-    check_gram_paths,
-    check_input_files,
-    check_output_patterns,
-    stdin_path,
-)
-from jim.jobdesc import JobDescription
+from jim.handlers.base import Handler, Plan, input_path
+from jim.jobdesc import JobDescription, shown
 from jim.paths import Home
-from jim.safeio import atomic_write
+from jim.safeio import NotRegular, atomic_write, kind, open_regular
+from jim.sandbox.builder import input_arcname, open_input
 
 PLAN_FILE = "plan.json"
 _PARAMETER_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")
@@ -238,3 +234,124 @@ def render_dry_run(data: dict[str, Any]) -> str:
         lines.append(f"  ... and {len(jobs) - 50} more")
     lines.append("(dry run: nothing recorded or submitted)")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# the grid job's files, checked at submit
+# ---------------------------------------------------------------------------
+
+#: The most ``outputs`` patterns, and the longest one.
+MAX_OUTPUT_PATTERNS = 1000
+MAX_OUTPUT_PATTERN_CHARS = 1024
+
+
+def check_input_files(desc: JobDescription, max_bytes: int) -> None:
+    """At submit: every ``inputfiles`` value a regular file the caller can read, not through a
+    symbolic link, not in /proc, /sys or another kernel file system, no two with the same name, all
+    of them together within the site's ``max_input_bytes``; else :class:`InvalidAttribute` (134)
+    naming the file."""
+    names: dict[str, str] = {}
+    total = 0
+    for value in desc.values("inputfiles"):
+        path = input_path(desc, value)
+        arc = input_arcname(path)
+        if arc in names:
+            raise InvalidAttribute(f"input files {names[arc]!r} and {value!r} have the same name")
+        names[arc] = value
+        fd, st = open_input(path)
+        os.close(fd)
+        total += st.st_size
+        if total > max_bytes:
+            raise InvalidAttribute(
+                f"input file {value!r}: the input files come to more than the site's limit of {max_bytes} bytes"
+            )
+
+
+def check_gram_paths(desc: JobDescription, commands: list[list[str]]) -> None:
+    """At submit, as GRAM's stock job manager does, for the paths this host can see: the grid job's
+    ``directory`` an existing directory (4 BAD_DIRECTORY); each local job's executable, when it is a
+    path (absolute, or relative to ``directory``), an existing (5 EXECUTABLE_NOT_FOUND) regular file
+    the caller may execute (72 EXECUTABLE_PERMISSIONS); ``stdin``, unless a URL or ``/dev/null``, an
+    existing regular file the caller may read, not a symbolic link, FIFO or device (11 STDIN_NOT_FOUND).
+    A bare command name is looked up where the job runs."""
+    directory = input_path(desc, "")
+    try:
+        st = os.stat(directory)
+        usable = stat.S_ISDIR(st.st_mode) and os.access(directory, os.X_OK)
+    except (OSError, ValueError):
+        usable = False
+    if not usable:
+        raise InvalidAttribute(
+            f"the directory {shown(directory)} does not exist or cannot be entered", gram_error=GramError.BAD_DIRECTORY
+        )
+    seen: set[str] = set()
+    for argv in commands:
+        exe = argv[0] if argv else ""
+        if exe in seen or not os.path.isabs(exe):
+            continue
+        seen.add(exe)
+        try:
+            st = os.stat(exe)
+        except (OSError, ValueError):
+            raise InvalidAttribute(
+                f"the executable {shown(exe)} does not exist", gram_error=GramError.EXECUTABLE_NOT_FOUND
+            ) from None
+        if not stat.S_ISREG(st.st_mode) or not os.access(exe, os.X_OK):
+            raise InvalidAttribute(
+                f"the executable {shown(exe)} is not an executable file", gram_error=GramError.EXECUTABLE_PERMISSIONS
+            )
+    path = stdin_path(desc)
+    if path is not None:
+        _check_stdin(path, desc.get("stdin") or "")
+
+
+def stdin_path(desc: JobDescription) -> str | None:
+    """The file every local job reads on its standard input: ``stdin`` made absolute as
+    :func:`input_path` does; None without one, for ``/dev/null`` (GRAM's default) and for a URL
+    (GRAM's job manager stages those to a local file first: one that still arrives is not read)."""
+    stdin = desc.get("stdin")
+    if not stdin or "://" in stdin:
+        return None
+    path = input_path(desc, stdin)
+    return None if path == os.devnull else path
+
+
+def _check_stdin(path: str, stdin: str) -> None:
+    """``path`` a regular file the caller can open for reading, not through a symbolic link (a FIFO
+    or a device is never opened); else 11 STDIN_NOT_FOUND with the reason."""
+    fail, code = f"stdin {shown(stdin)}", GramError.STDIN_NOT_FOUND
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        raise InvalidAttribute(f"{fail} does not exist", gram_error=code) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidAttribute(f"{fail} is {kind(st.st_mode)}, not a regular file", gram_error=code)
+    try:
+        fd, _st = open_regular(path, follow=False)
+    except NotRegular as e:
+        raise InvalidAttribute(f"{fail} is {e.kind}, not a regular file", gram_error=code) from None
+    except OSError as e:
+        raise InvalidAttribute(f"{fail} cannot be read: {e.strerror}", gram_error=code) from None
+    os.close(fd)
+
+
+def check_output_patterns(desc: JobDescription) -> None:
+    """At submit: ``outputs`` patterns relative, without ``..``, NUL or other control characters,
+    bounded in number and length; else :class:`InvalidAttribute` (134) naming the pattern."""
+    patterns = desc.values("outputs")
+    if len(patterns) > MAX_OUTPUT_PATTERNS:
+        raise InvalidAttribute(f"{len(patterns)} outputs patterns, more than {MAX_OUTPUT_PATTERNS}")
+    for p in patterns:
+        shown = repr(p[:100]) + ("..." if len(p) > 100 else "")
+        if not p:
+            raise InvalidAttribute("an outputs pattern is empty")
+        if len(p) > MAX_OUTPUT_PATTERN_CHARS:
+            raise InvalidAttribute(f"outputs pattern {shown} is longer than {MAX_OUTPUT_PATTERN_CHARS} characters")
+        if not p.isprintable():
+            raise InvalidAttribute(f"outputs pattern {shown} holds a NUL or another control character")
+        if p.startswith("/"):
+            raise InvalidAttribute(
+                f"outputs pattern {shown} is an absolute path: patterns name files in the job's directory"
+            )
+        if ".." in p.split("/"):
+            raise InvalidAttribute(f"outputs pattern {shown} holds '..': patterns stay where the job runs")

@@ -32,7 +32,8 @@ import time
 from jim import background, faults, journal, retry
 from jim import plan as planning
 from jim.adapters import get_adapter
-from jim.adapters.base import Adapter, LocalJobSpec, SubmitChunk
+from jim.adapters.base import Adapter
+from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
 from jim.config import Config
 from jim.db import Database
 from jim.errors import DescriptionError, JimError, SubmitError
@@ -187,11 +188,10 @@ class _Submission:
         self.log = for_job("jim.worker", job_id)
         desc = JobDescription(job.description())
         try:
-            self.limits = desc.resource_limits()
+            self.limits = Limits.of(desc.resource_limits())
         except DescriptionError as e:  # (recorded by a jim that did not check them at submit yet)
             self.log.warning("resource limits not passed to the batch system: %s", e.message)
-            wall = desc.wall_seconds()
-            self.limits = {"wall_seconds": wall} if wall else {}
+            self.limits = Limits(wall_seconds=desc.wall_seconds())
 
     def run(self) -> None:
         while not self.job.cancel_requested:
@@ -201,7 +201,7 @@ class _Submission:
             intents = journal.read(self.job_dir)
             now = time.time()
             due = [lj for lj in waiting if lj.state is LocalState.SUBMITTING or (lj.retry_after or 0.0) <= now]
-            if self.adapter.degraded():
+            if self.adapter.cache.degraded():
                 self.log.warning("batch system degraded: waiting before submitting %d local jobs", len(waiting))
                 self._pause()
             elif self._reconciled(intents, waiting):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import LocalJobSpec, SubmitChunk
 from jim.adapters.condor import (
     JOB_STATUS,
     PROJECTION,
@@ -26,6 +25,7 @@ from jim.adapters.condor import (
     status_of,
     submit_text,
 )
+from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
 from jim.config import parse
 from jim.errors import ConfigError, QueryError, SubmitError
 from jim.jobdesc import parse_rsl
@@ -101,7 +101,7 @@ def test_submit_description_is_golden(tmp_path):
         sandbox=job_dir / "sandbox.tar.gz",
         outroot=job_dir / "local",
         queue="long",
-        limits={"wall_seconds": 7200},
+        limits=Limits(wall_seconds=7200),
     )
     text = str(a.submit_description(chunk, 3))
     golden("condor-submit.sub", text)
@@ -122,7 +122,7 @@ def test_gram_resources_reach_the_submit_description(tmp_path):
     time (as allowed_job_duration holds a job past its wall time), project the accounting group;
     a site's own submit_commands win."""
     a = CondorAdapter(Home(tmp_path).ensure(), {"python": "/usr/bin/python3"})
-    chunk = chunk_for(tmp_path / GRID, [0, 1], limits=parse_rsl(GRAM_RESOURCES).resource_limits())
+    chunk = chunk_for(tmp_path / GRID, [0, 1], limits=Limits.of(parse_rsl(GRAM_RESOURCES).resource_limits()))
     text = str(a.submit_description(chunk, 0))
     golden("condor-submit-resources.sub", text.replace(str(tmp_path), "/TMP"))
     desc = a.description(chunk, 0)
@@ -144,7 +144,7 @@ def test_gram_resources_reach_the_submit_description(tmp_path):
     assert desc["+AccountingGroup"] == '"group_d0.mc"'
     assert "accounting_group" not in desc and "periodic_hold_reason" not in desc and desc["periodic_hold"] == "0"
     str(site.submit_description(chunk, 0))  # (HTCondor reads it as written)
-    least = parse_rsl("&(executable=/bin/true)(minmemory=512)").resource_limits()
+    least = Limits.of(parse_rsl("&(executable=/bin/true)(minmemory=512)").resource_limits())
     assert a.description(chunk_for(tmp_path / GRID, [0], limits=least), 0)["request_memory"] == "512"
     assert "request_memory" not in a.description(chunk_for(tmp_path / GRID, [0]), 0)
 
@@ -250,7 +250,7 @@ def test_submit_text_escapes_dollars():
         ({"submit_commands": {"request_memory": "1\nqueue 100"}}, "one line"),
         ({"submit_commands": {"bad name": "1"}}, "not a submit command"),
         ({"requirements": "Memory >="}, "not a ClassAd expression"),
-        ({"nonsense": 1}, "unknown option"),
+        ({"nonsense": 1}, "unknown key 'nonsense'"),
     ],
 )
 def test_bad_options_are_config_errors(tmp_path, options, words):

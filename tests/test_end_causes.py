@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import BatchStatus, LocalJobSpec, QueryResult, SubmitChunk
+from jim.adapters.model import BatchStatus, LocalJobSpec, QueryResult, SubmitChunk
 from jim.adapters.pbs import FLAVOURS, PBSPRO_EXEC_CODES, TORQUE_EXEC_CODES
 from jim.adapters.pbs import parse_qstat as parse_pbs_qstat
 from jim.adapters.sge import FAILED_CAUSES, parse_qacct, parse_qstat

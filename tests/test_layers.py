@@ -40,6 +40,7 @@ LAYERS = {
         "jim.faults",
         "jim.log",
         "jim.plugins",
+        "jim.settings",
         "jim.record",
         "jim.db",
         "jim.templates",

@@ -150,7 +150,7 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     cancel reconciles the journaled local jobs by tag and stops them all."""
     from jim import journal, worker
     from jim.adapters import get_adapter
-    from jim.adapters.base import LocalJobSpec, SubmitChunk
+    from jim.adapters.model import LocalJobSpec, SubmitChunk
     from jim.config import load
     from jim.db import Database
     from jim.jobdesc import parse_rsl

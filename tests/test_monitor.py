@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jim.adapters.base import BatchStatus, QueryResult
+from jim.adapters.model import BatchStatus, QueryResult
 from jim.db import Database
 from jim.jobid import new_job_id
 from jim.localfiles import read_progress

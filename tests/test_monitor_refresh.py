@@ -120,10 +120,10 @@ def test_a_failed_query_is_no_news_and_degrades_the_adapter(site):
     before = site.db.read(job).tostring()
     assert site.refresh() == 1
     assert site.db.read(job).tostring() == before
-    assert site.fake.degraded()["reason"] == "the batch system does not answer"
+    assert site.fake.cache.degraded()["reason"] == "the batch system does not answer"
     site.fake.faults.query_down = False
     site.refresh()
-    assert site.fake.degraded() is None
+    assert site.fake.cache.degraded() is None
     assert states(site.db, job)[0] is LocalState.DONE
 
 

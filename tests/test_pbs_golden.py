@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import LocalJobSpec, SubmitChunk
+from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
 from jim.adapters.pbs import (
     ENDED,
     FLAVOURS,
@@ -61,7 +61,7 @@ def chunk(indices, queue="long", wall=7200, job_dir=Path("/var/lib/jim/u/jobs") 
         sandbox=job_dir / "sandbox.tar.gz",
         outroot=job_dir / "local",
         queue=queue,
-        limits={"wall_seconds": wall} if wall else {},
+        limits=Limits(wall_seconds=wall),
     )
 
 
@@ -118,7 +118,7 @@ def test_gram_resources_reach_qsub(tmp_path, flavour):
     project -A (over the site's default account); the site's qsub_options still come last."""
     a = adapter(tmp_path, flavour, account="cms")
     c = chunk([3])
-    c.limits = parse_rsl(GRAM_RESOURCES).resource_limits()
+    c.limits = Limits.of(parse_rsl(GRAM_RESOURCES).resource_limits())
     argv = a.qsub_argv(c, f"jim.{G}.3", "/x/pbs-3.sh", "/x/pbs-3.out")
     golden(f"pbs-{flavour}-qsub-resources.json", json.dumps(argv, indent=1) + "\n")
     assert "cput=01:30:00" in argv and "mem=2048mb" in argv and "walltime=02:00:00" in argv

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import QUEUE_NAME_MAX, LocalJobSpec, SubmitChunk, queue_name_problem
+from jim.adapters.model import LocalJobSpec, SubmitChunk
+from jim.adapters.options import QUEUE_NAME_MAX, queue_name_problem
 from jim.adapters.pbs import PbsAdapter
 from jim.adapters.sge import SgeAdapter
 from jim.adapters.slurm import SlurmAdapter

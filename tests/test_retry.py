@@ -77,7 +77,7 @@ def test_cool_off_grows_and_is_capped():
     [
         ({"max_attempts": 0}, "at least 1"),
         ({"exit_codes": [0]}, "exit codes 1-255"),
-        ({"exit_codes": "3"}, "exit codes 1-255"),
+        ({"exit_codes": "3"}, "exit_codes: expected a list of whole numbers"),
         ({"cool_off_factor": 0.5}, "at least 1"),
         ({"cooloff": 1.0}, "unknown key"),
     ],

@@ -27,12 +27,13 @@ from pathlib import Path
 import pytest
 
 from jim import background, worker
-from jim.adapters.base import BatchStatus, QueryResult, tag_name
+from jim.adapters.model import BatchStatus, QueryResult
 from jim.adapters.pbs import PBSPRO_EXEC_CODES, TORQUE_EXEC_CODES, PbsAdapter
 from jim.adapters.sge import FAILED_CAUSES, SgeAdapter
 from jim.config import parse
 from jim.db import Database, validate
 from jim.jobdesc import parse_rsl
+from jim.jobid import tag_name
 from jim.monitor import Memo, refresh
 from jim.paths import Home
 from jim.states import EndCause, Evidence, GramState, LocalState, site_fault

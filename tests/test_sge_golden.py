@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import LocalJobSpec, SubmitChunk, TagName, parse_tag_name, tag_name
+from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
 from jim.adapters.sge import (
     STATE_MAP,
     SgeAdapter,
@@ -30,6 +30,7 @@ from jim.adapters.sge import (
 from jim.config import parse
 from jim.errors import CancelError, ConfigError, QueryError, SubmitError
 from jim.jobdesc import parse_rsl
+from jim.jobid import TagName, parse_tag_name, tag_name
 from jim.paths import Home
 from jim.states import Evidence, LocalState
 
@@ -102,7 +103,7 @@ def _chunk(indices, **kw) -> SubmitChunk:
 
 
 def test_rendered_script_and_qsub_argv(adapter):
-    chunk = _chunk([3, 4, 5], queue="long", limits={"wall_seconds": 7200})
+    chunk = _chunk([3, 4, 5], queue="long", limits=Limits(wall_seconds=7200))
     text = adapter.script(chunk, [3, 4, 5])
     golden("sge-script.sh", text)
     assert "--index-env SGE_TASK_ID --index-offset 2" in text  # task 1 is local job 3
@@ -125,7 +126,7 @@ GRAM_RESOURCES = "&(executable=/bin/true)(maxwalltime=120)(maxmemory=2048)(maxcp
 def test_gram_resources_reach_qsub(adapter):
     """As the stock GRAM sge module: maxcputime becomes -l h_cpu, maxmemory -l h_data (MB), project -P
     (over the site's default project); the site's qsub_options still come last."""
-    chunk = _chunk([0, 1], limits=parse_rsl(GRAM_RESOURCES).resource_limits())
+    chunk = _chunk([0, 1], limits=Limits.of(parse_rsl(GRAM_RESOURCES).resource_limits()))
     argv = adapter.submit_argv(chunk, [0, 1], Path("/x/sge-0.sh"))
     golden("sge-qsub-argv-resources.json", json.dumps(argv, indent=1) + "\n")
     assert argv[argv.index("-P") : argv.index("-P") + 2] == ["-P", "d0"] and "d0mc" not in argv

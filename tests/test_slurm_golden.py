@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jim.adapters.base import LocalJobSpec, SubmitChunk, TagName
+from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
 from jim.adapters.slurm import (
     STATE_MAP,
     SlurmAdapter,
@@ -23,6 +23,7 @@ from jim.adapters.slurm import (
     tag_name,
 )
 from jim.jobdesc import parse_rsl
+from jim.jobid import TagName
 from jim.paths import Home
 from jim.ranges import array_spec
 from jim.states import Evidence, LocalState
@@ -67,7 +68,7 @@ def test_rendered_script_and_sbatch_argv(adapter, tmp_path):
         sandbox=job_dir / "sandbox.tar.gz",
         outroot=job_dir / "local",
         queue="long",
-        limits={"wall_seconds": 7200},
+        limits=Limits(wall_seconds=7200),
     )
     text = adapter.script(chunk, [3, 4, 5, 9])
     golden("slurm-script.sh", text)
@@ -93,7 +94,7 @@ def test_gram_resources_reach_sbatch(tmp_path):
         wrapper=job_dir / "wrapper.py",
         sandbox=job_dir / "sandbox.tar.gz",
         outroot=job_dir / "local",
-        limits=parse_rsl(GRAM_RESOURCES).resource_limits(),
+        limits=Limits.of(parse_rsl(GRAM_RESOURCES).resource_limits()),
     )
     argv = site.submit_argv(chunk, [0, 1], Path("/x/slurm-0.sh"))
     golden("slurm-sbatch-argv-resources.json", json.dumps(argv, indent=1) + "\n")

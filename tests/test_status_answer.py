@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from jim.adapters.base import tag_name
 from jim.adapters.slurm import SlurmAdapter
+from jim.jobid import tag_name
 from jim.paths import Home
 from jim.states import LocalState
 
@@ -58,7 +58,7 @@ def test_the_same_output_is_parsed_once_and_a_change_shares_the_unchanged_status
     # ... and not written again: only its new date is, and every process of the user sees that date
     assert (os.stat(cache_file).st_ino, os.stat(cache_file).st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     assert os.stat(home.cache / "slurm-status.at").st_size < 100
-    seen = SlurmAdapter(home, {"cache_interval": 1.0}).cached_answer()
+    seen = SlurmAdapter(home, {"cache_interval": 1.0}).cache.cached()
     assert seen is not None and seen.at == again.at and seen.statuses == first.statuses
 
     subprocess.run(["scancel", f"{array}_1"], check=True, capture_output=True)
@@ -69,9 +69,9 @@ def test_the_same_output_is_parsed_once_and_a_change_shares_the_unchanged_status
     assert changed.statuses[ids[2]] is first.statuses[ids[2]]
     assert changed.statuses[ids[1]].state is LocalState.CANCELLED
     # another process reads the same answer from the shared cache file
-    other = SlurmAdapter(home, {"cache_interval": 1.0}).cached_answer()
+    other = SlurmAdapter(home, {"cache_interval": 1.0}).cache.cached()
     assert other is not None and other.statuses == changed.statuses and other.at == changed.at
     # a date that confirms an older answer does not date the new one
     (home.cache / "slurm-status.at").write_text(json.dumps({"answer": first.at, "at": changed.at + 3600}))
-    other = SlurmAdapter(home, {"cache_interval": 1.0}).cached_answer()
+    other = SlurmAdapter(home, {"cache_interval": 1.0}).cache.cached()
     assert other is not None and other.at == changed.at

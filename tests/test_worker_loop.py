@@ -139,12 +139,12 @@ def test_a_cancel_between_chunks_is_seen_by_the_journal(grid, monkeypatch):
 
 def test_a_degraded_batch_system_gets_nothing_until_it_recovers(grid, monkeypatch):
     config, db, job_id, fake, started = grid
-    fake.mark_degraded("squeue: Unable to contact slurm controller")
+    fake.cache.mark_degraded("squeue: Unable to contact slurm controller")
 
     def monitor_started(home):
         started.append("monitor")
         assert fake.count("submit") == 0
-        fake.mark_healthy()
+        fake.cache.mark_healthy()
 
     monkeypatch.setattr(background, "start_monitor", monitor_started)
     worker.submit_pending(config, db, job_id, fake)

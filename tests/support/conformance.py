@@ -31,7 +31,7 @@ import psutil
 import pytest
 
 from jim.adapters import adapter_class
-from jim.adapters.base import LocalJobSpec, SubmitChunk
+from jim.adapters.model import LocalJobSpec, SubmitChunk
 from jim.paths import Home
 from jim.states import LocalState
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jim.adapters.base import Adapter, BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.base import Adapter
+from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
 from jim.errors import QueryError, SubmitError
 from jim.paths import Home
 from jim.states import EndCause, Evidence, LocalState

@@ -16,10 +16,22 @@ TOML configuration::
 
 from __future__ import annotations
 
-from jim.errors import InvalidAttribute
-from jim.handlers.base import Handler, LocalSlice, Plan, check_count
+from dataclasses import dataclass
 
-__all__ = ["SeedsHandler"]
+from jim.errors import InvalidAttribute
+from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan, check_count
+
+__all__ = ["SeedsHandler", "SeedsOptions"]
+
+
+@dataclass(frozen=True)
+class SeedsOptions(HandlerOptions):
+    """``[handlers.seeds]`` in jim's configuration."""
+
+    stride: int = 1
+    """Distance between two seeds."""
+    seed_argument: str = ""
+    """e.g. ``--seed``: append ``--seed <seed>`` to the arguments."""
 
 
 class SeedsHandler(Handler):
@@ -30,7 +42,8 @@ class SeedsHandler(Handler):
         "seeds": "number of local jobs, one per seed",
         "firstseed": "the first seed (default 1)",
     }
-    options = {"stride": 1, "seed_argument": ""}
+    Options = SeedsOptions
+    options: SeedsOptions
 
     def getNumSubmissionTimes(self, desc):
         n = desc.get_int("seeds", None, minimum=1)
@@ -40,7 +53,7 @@ class SeedsHandler(Handler):
         cap, why = self.max_local_jobs(desc)
         check_count(n, cap, why)  # refuse more local jobs than the user or the site allow
         self.executable_argv(desc)  # no executable: refused now, not later in the worker
-        stride = int(self.opts["stride"])
+        stride = self.options.stride
         seeds = [first + k * stride for k in range(n)]
         slices = [LocalSlice(params={"seed": str(s)}) for s in seeds]  # recorded, and $JIM_PARAM_seed
         return Plan(
@@ -55,6 +68,6 @@ class SeedsHandler(Handler):
 
     def getCommandAndArguments(self, desc, plan, local):
         argv = self.executable_argv(desc)
-        if self.opts["seed_argument"]:
-            argv += [self.opts["seed_argument"], local.params["seed"]]
+        if self.options.seed_argument:
+            argv += [self.options.seed_argument, local.params["seed"]]
         return argv

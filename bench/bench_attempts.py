@@ -49,10 +49,12 @@ from jim.config import Config, parse  # noqa: E402
 from jim.db import Database  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
 from jim.locks import SingleInstance  # noqa: E402
-from jim.monitor import Memo, refresh  # noqa: E402
+from jim.memo import Memo  # noqa: E402
+from jim.monitor import refresh  # noqa: E402
 from jim.paths import Home  # noqa: E402
 from jim.record import NewJob, new_record  # noqa: E402
 from jim.safeio import atomic_write  # noqa: E402
+from jim.site import Site  # noqa: E402
 from jim.states import EndCause, Evidence, GramState, LocalState  # noqa: E402
 
 from support.fake_adapter import FakeAdapter, FakeJob  # noqa: E402
@@ -130,7 +132,7 @@ def monitor_pass(config: Config, db: Database, job_id: str, fake: FakeAdapter, o
             fake.jobs[b].state, fake.jobs[b].exit_code = LocalState.DONE, 0
     fake.calls.clear()
     t = time.perf_counter()
-    refresh(config, db, fake)
+    refresh(Site(config, db=db, adapter=fake))
     ms = (time.perf_counter() - t) * 1000
     counts = db.read(job_id).counts()
     assert counts.get("DONE", 0) == ended and counts.get("RUNNING", 0) == len(bids) - ended, counts
@@ -142,11 +144,11 @@ def remembered(config: Config, db: Database, job_id: str, fake: FakeAdapter, ori
     with nothing changed it skips the grid job without reading its record."""
     monitor_pass(config, db, job_id, fake, original, 0)
     memo, now = Memo(), time.time()
-    refresh(config, db, fake, memo=memo, now=now)
+    refresh(Site(config, db=db, adapter=fake), memo=memo, now=now)
 
     def one() -> float:
         t = time.perf_counter()
-        refresh(config, db, fake, memo=memo, now=now)
+        refresh(Site(config, db=db, adapter=fake), memo=memo, now=now)
         return (time.perf_counter() - t) * 1000
 
     return one

@@ -514,8 +514,10 @@ def profile_pass(usr: User) -> dict:
     from jim.adapters import get_adapter  # (lazy: the bench's own process needs jim only here)
     from jim.config import load  # (lazy: likewise)
     from jim.db import Database  # (lazy: likewise)
-    from jim.monitor import Memo, refresh  # (lazy: likewise)
+    from jim.memo import Memo  # (lazy: likewise)
+    from jim.monitor import refresh  # (lazy: likewise)
     from jim.paths import Home  # (lazy: likewise)
+    from jim.site import Site  # (lazy: likewise)
 
     config = load()
     home = Home(config.home).ensure()
@@ -527,7 +529,7 @@ def profile_pass(usr: User) -> dict:
         prof = cProfile.Profile()
         t = time.perf_counter()
         prof.enable()
-        refresh(config, db, adapter, memo=memo)
+        refresh(Site(config, db=db, adapter=adapter), memo=memo)
         prof.disable()
         out[f"{what}wall s"] = round(time.perf_counter() - t, 2)
         for key in ("cumulative", "tottime"):

@@ -49,9 +49,11 @@ sys.path.insert(1, str(HERE))
 from jim.config import parse  # noqa: E402
 from jim.db import Database  # noqa: E402
 from jim.jobid import new_job_id  # noqa: E402
-from jim.monitor import Memo, refresh  # noqa: E402
+from jim.memo import Memo  # noqa: E402
+from jim.monitor import refresh  # noqa: E402
 from jim.paths import Home  # noqa: E402
 from jim.record import NewJob, new_record  # noqa: E402
+from jim.site import Site  # noqa: E402
 from jim.states import LocalState  # noqa: E402
 
 from support.fake_adapter import FakeJob, SameAnswerAdapter  # noqa: E402
@@ -102,7 +104,7 @@ def timed(config, db, fake, memo, *, ask: bool = True) -> float:
     if ask:
         time.sleep(0.6)  # (past the status cache's interval: the pass asks the batch system again)
     t = time.perf_counter()
-    refresh(config, db, fake, memo=memo)
+    refresh(Site(config, db=db, adapter=fake), memo=memo)
     return time.perf_counter() - t
 
 
@@ -135,7 +137,7 @@ def main() -> None:
     if prof_steady is not None:  # one more of them, profiled (not in the figures)
         time.sleep(0.6)
         prof_steady.enable()
-        refresh(config, db, fake, memo=memo)
+        refresh(Site(config, db=db, adapter=fake), memo=memo)
         prof_steady.disable()
     res["nothing changed, asked again s"] = [round(statistics.median(steady), 3), round(max(steady), 3)]
     random.seed(1)

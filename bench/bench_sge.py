@@ -233,8 +233,10 @@ idle_exit = 600
     from jim.adapters.sge import SgeAdapter, parse_qstat
     from jim.config import load
     from jim.db import Database
-    from jim.monitor import Memo, refresh
+    from jim.memo import Memo
+    from jim.monitor import refresh
     from jim.paths import Home
+    from jim.site import Site
 
     queued = parse_qstat(
         subprocess.run(["qstat", "-u", USER, "-xml", "-g", "d"], env=env, capture_output=True, check=True).stdout
@@ -271,13 +273,13 @@ idle_exit = 600
         db = Database(Home(home), config.deadlines.lock)
         memo = Memo()
         t = time.perf_counter()
-        active = refresh(config, db, adapter, memo=memo)
+        active = refresh(Site(config, db=db, adapter=adapter), memo=memo)
         first = time.perf_counter() - t
         assert active == grids
         passes = []
         for _ in range(args.refreshes):
             t = time.perf_counter()
-            refresh(config, db, adapter, memo=memo)
+            refresh(Site(config, db=db, adapter=adapter), memo=memo)
             passes.append(time.perf_counter() - t)
         st = db.read(ids[0])
         assert {lj.state.value for lj in st.local_jobs()} == {"HELD"}

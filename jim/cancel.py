@@ -31,27 +31,24 @@ import getpass
 import time
 
 from jim import background, journal, localfiles, seg
-from jim.adapters import get_adapter
-from jim.config import Config
-from jim.db import Database
 from jim.errors import JimError
+from jim.evidence import ended_by_cancel
 from jim.log import for_job
 from jim.outputs import finalize
 from jim.paths import Home
 from jim.record import GridJob
-from jim.states import Evidence, GramState, LocalState
+from jim.site import Site
+from jim.states import GramState, LocalState
 
 
-def cancel(config: Config, job_id: str) -> GramState:
+def cancel(site: Site, job_id: str) -> GramState:
     """Stop every local job of ``job_id``, gather outputs; return the grid state."""
-    home = Home(config.home)
-    db = Database(home, config.deadlines.lock)
+    home, db = site.home, site.db
     log = for_job("jim.cancel", job_id)
-    mff = config.site.max_failed_fraction
     job = db.read(job_id)
     if job.state.terminal:
         if not job.outputs_gathered:
-            finalize(db, job_id, max_failed_fraction=mff)
+            finalize(site, job_id)
         log.info("cancel of grid job %s: already %s", job_id, job.state.name)
         return job.state
     with db.update(job_id) as rec:
@@ -60,11 +57,11 @@ def cancel(config: Config, job_id: str) -> GramState:
             rec.set("cancelReason", "cancelled by the user")
     log.info("cancelling grid job %s", job_id)
     background.stop_worker(home.root, job_id)
-    batch_ids = _stop_local_jobs(config, home, db.read(job_id))
+    batch_ids = _stop_local_jobs(site, db.read(job_id))
     with db.update(job_id) as rec:
         _record_ends(home, rec, batch_ids)
-        rec.recompute(max_failed_fraction=mff)
-    finalize(db, job_id, max_failed_fraction=mff)
+        rec.recompute(site.policy)
+    finalize(site, job_id)
     job = db.read(job_id)
     log.info("grid job %s cancelled: %s, output tar %s", job_id, job.state.name, job.output_tar)
     seg.emit(job)
@@ -90,16 +87,14 @@ def parse_selection(text: str) -> tuple[str, list[int]]:
     return job_id, sorted(set(indices))
 
 
-def kill(config: Config, job_id: str, indices: list[int], who: str | None = None) -> dict[int, LocalState]:
+def kill(site: Site, job_id: str, indices: list[int], who: str | None = None) -> dict[int, LocalState]:
     """Stop the local jobs ``indices`` of a grid job that has not ended; index -> each one's state after.
 
     Refused (:class:`JimError`) when the grid job has ended, is being cancelled, or has no such local
     job; a chosen local job that has already ended is left as it is."""
-    home = Home(config.home)
-    db = Database(home, config.deadlines.lock)
+    home, db = site.home, site.db
     log = for_job("jim.cancel", job_id)
     who = who or getpass.getuser()
-    mff = config.site.max_failed_fraction
     job = db.read(home.check_id(job_id))
     if job.state.terminal or job.cancel_requested:
         why = job.state.name if job.state.terminal else "being cancelled"
@@ -115,21 +110,21 @@ def kill(config: Config, job_id: str, indices: list[int], who: str | None = None
             if lj.index in chosen and not lj.state.terminal:
                 lj.set("killedBy", who)
     background.stop_worker(home.root, job_id)
-    batch_ids = _stop_local_jobs(config, home, db.read(job_id), only=chosen)
+    batch_ids = _stop_local_jobs(site, db.read(job_id), only=chosen)
     with db.update(job_id) as rec:
         _record_ends(home, rec, batch_ids, only=chosen, reason=f"killed by {who}")
-        rec.recompute(max_failed_fraction=mff)
+        rec.recompute(site.policy)
     job = db.read(job_id)
     if job.state.terminal:
-        finalize(db, job_id, max_failed_fraction=mff)
+        finalize(site, job_id)
         job = db.read(job_id)
         seg.emit(job)
     return {lj.index: lj.state for lj in job.local_jobs() if lj.index in chosen}
 
 
-def _stop_local_jobs(config: Config, home: Home, job: GridJob, only: set[int] | None = None) -> dict[int, str]:
+def _stop_local_jobs(site: Site, job: GridJob, only: set[int] | None = None) -> dict[int, str]:
     """Cancel every local job (of ``only``) that may be in the batch system; index -> batch id of those."""
-    adapter = get_adapter(config, home)
+    adapter, home = site.adapter, site.home
     local_jobs = [lj for lj in job.local_jobs() if only is None or lj.index in only]
     unsure = journal.in_flight(job, journal.read(home.job_dir(job.id)))
     if only is not None:
@@ -139,7 +134,7 @@ def _stop_local_jobs(config: Config, home: Home, job: GridJob, only: set[int] | 
     batch_ids = {lj.index: lj.batch_id for lj in local_jobs if not lj.state.terminal and lj.batch_id}
     batch_ids.update((lj.index, found[lj.tag]) for lj in local_jobs if lj.tag in found)
     attempts = {lj.index: lj.attempt for lj in local_jobs}
-    grace = config.deadlines.cancel_grace
+    grace = site.config.deadlines.cancel_grace
     if not batch_ids:
         return batch_ids
     adapter.retrying(adapter.cancel, sorted(set(batch_ids.values())), grace)
@@ -162,12 +157,4 @@ def _record_ends(
         if submitted and not lj.batch_id:
             lj.batch_id = batch_ids[lj.index]
         ec = localfiles.read_exit(home.local_dir(rec.id, lj.index, lj.attempt)) if submitted else None
-        if ec is not None and ec.succeeded:
-            lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
-        else:
-            lj.set_state(
-                LocalState.CANCELLED,
-                evidence=Evidence.CANCEL,
-                exit_code=ec.code if ec else None,
-                reason=reason + ("" if submitted else " before it was submitted"),
-            )
+        ended_by_cancel(lj, ec, reason + ("" if submitted else " before it was submitted"))

@@ -539,6 +539,7 @@ def _report(out: _Protocol | None, e: JimError) -> int:
 
 
 def cmd_submit(config: Config, args: Any, out: _Protocol) -> int:
+    from jim.site import Site  # (lazy: not poll's)
     from jim.submit import submit  # (lazy: not poll's)
 
     def announce(job_id: str) -> None:  # written before the grid job is confirmed: see jim.submit
@@ -546,7 +547,7 @@ def cmd_submit(config: Config, args: Any, out: _Protocol) -> int:
         out.emit("JOB_STATE", "PENDING")
         out.close(final=False)
 
-    submit(config, _load_description(args), announce=announce)
+    submit(Site(config), _load_description(args), announce=announce)
     return 0
 
 
@@ -557,16 +558,18 @@ def cmd_poll(config: Config, args: Any, out: _Protocol) -> int:  # with -v/-q; n
 
 def cmd_cancel(config: Config, args: Any, out: _Protocol) -> int:
     from jim.cancel import cancel  # (lazy: not poll's)
+    from jim.site import Site  # (lazy: not poll's)
 
-    out.emit("JOB_STATE", cancel(config, args.job_id).name)
+    out.emit("JOB_STATE", cancel(Site(config), args.job_id).name)
     return 0
 
 
 def cmd_kill(config: Config, args: Any, out: None) -> int:
     from jim.cancel import kill, parse_selection  # (lazy: not poll's)
+    from jim.site import Site  # (lazy: not poll's)
 
     job_id, indices = parse_selection(args.selection)
-    for index, state in kill(config, job_id, indices).items():
+    for index, state in kill(Site(config), job_id, indices).items():
         print(f"{job_id}.{index} {state.name}")
     return 0
 
@@ -575,6 +578,7 @@ def cmd_resubmit(config: Config, args: Any, out: None) -> int:
     from jim.cancel import parse_selection  # (lazy: not poll's)
     from jim.errors import JimError  # (lazy: not poll's)
     from jim.resubmit import resubmit  # (lazy: not poll's)
+    from jim.site import Site  # (lazy: not poll's)
 
     if "." in args.selection:
         job_id, indices = parse_selection(args.selection)
@@ -583,7 +587,7 @@ def cmd_resubmit(config: Config, args: Any, out: None) -> int:
         job_id, chosen = args.selection, None
     else:
         raise JimError(f"{args.selection[:200]!r}: name local jobs (ID.k, ID.3-7,12) or give --failed")
-    for index, attempt in resubmit(config, job_id, chosen, failed=args.failed).items():
+    for index, attempt in resubmit(Site(config), job_id, chosen, failed=args.failed).items():
         print(f"{job_id}.{index} attempt {attempt} PLANNED")
     return 0
 
@@ -674,15 +678,17 @@ def cmd_serve(config: Config, args: Any, out: None) -> int:
 
 
 def cmd_worker(config: Config, args: Any, out: None) -> int:
+    from jim.site import Site  # (lazy: not poll's)
     from jim.worker import run  # (lazy: not poll's)
 
-    return run(config, args.job_id)
+    return run(Site(config), args.job_id)
 
 
 def cmd_monitor(config: Config, args: Any, out: None) -> int:
     from jim.monitor import run  # (lazy: not poll's)
+    from jim.site import Site  # (lazy: not poll's)
 
-    return run(config)
+    return run(Site(config))
 
 
 COMMANDS: dict[str, Callable[[Config, Any, Any], int]] = {

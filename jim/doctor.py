@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import stat
 
-from jim.adapters import get_adapter
 from jim.config import Config
 from jim.handlers import discover
-from jim.paths import Home
+from jim.site import Site
 
 
 def doctor(config: Config) -> int:
     """Print what was checked; 0 when all is well, 1 when a problem was found."""
     ok = True
     print(f"config:   {config.source}")
-    home = Home(config.home)
+    site = Site(config)
+    home = site.home
     print(f"home:     {home.root}")
     if home.root.exists():
         mode = stat.S_IMODE(home.root.stat().st_mode)
@@ -23,8 +23,7 @@ def doctor(config: Config) -> int:
             print(f"  PROBLEM: {home.root} is readable by others (mode {mode:o}); run chmod 700")
     print(f"adapter:  {config.batch.adapter} {config.batch.describe_options()}".rstrip())
     try:
-        adapter = get_adapter(config, home)
-        deg = adapter.cache.degraded() if home.cache.exists() else None
+        deg = site.adapter.cache.degraded() if home.cache.exists() else None
         print(f"  {'DEGRADED since ' + str(deg['since']) + ': ' + deg['reason'] if deg else 'healthy'}")
     except Exception as e:
         ok = False

@@ -60,6 +60,7 @@ from jim.locks import locked
 from jim.log import for_job
 from jim.record import GridJob
 from jim.safeio import atomic_write, open_regular
+from jim.site import Site
 from jim.status import attempts_of
 from jim.timestamps import now_iso
 
@@ -337,12 +338,13 @@ def _copy_streams(db: Database, job: GridJob, stream: str, out: BinaryIO) -> Non
 MAX_GATHER_TRIES = 3
 
 
-def finalize(db: Database, job_id: str, *, max_failed_fraction: float = 0.0, lock_timeout: float = 30.0) -> bool:
+def finalize(site: Site, job_id: str, *, lock_timeout: float = 30.0) -> bool:
     """Gather outputs of a grid job whose local jobs have all ended; True if it ended now.
 
     An output tar that cannot be written is tried again on the next call; after
     :data:`MAX_GATHER_TRIES` failed tries the grid job ends FAILED, the reason in its record.
     """
+    db = site.db
     with locked(db.home.final_lock(job_id), lock_timeout):
         job = db.read(job_id)
         if job.outputs_gathered or job.state.terminal or not all(lj.state.terminal for lj in job.local_jobs()):
@@ -366,5 +368,5 @@ def finalize(db: Database, job_id: str, *, max_failed_fraction: float = 0.0, loc
             jlog.warning("grid job %s: %s", job_id, problem)
         with db.update(job_id) as rec:
             rec.set_outputs(tar)
-            rec.recompute(max_failed_fraction=max_failed_fraction)
+            rec.recompute(site.policy)
         return True

@@ -53,7 +53,15 @@ from lxml import etree
 
 from jim.errors import DatabaseError
 from jim.jobid import local_tag
-from jim.states import Evidence, GramState, LocalState, aggregate_counts, grid_exit_code, may_transition
+from jim.states import (
+    Evidence,
+    FailurePolicy,
+    GramState,
+    LocalState,
+    aggregate_counts,
+    grid_exit_code,
+    may_transition,
+)
 from jim.timestamps import now_iso, parse_iso
 
 _TERMINAL_NAMES = frozenset(s.value for s in LocalState if s.terminal)
@@ -64,6 +72,9 @@ _UNSPLIT = etree.XPath(
     "boolean(localjobs/localjob[not(@batchId)][not(%s)])"
     % " or ".join(f"@state='{n}'" for n in sorted(_TERMINAL_NAMES))
 )
+
+#: The failure policy of a record recomputed without the site's (no local job may fail).
+NO_FAILURES = FailurePolicy()
 
 SCHEMA_VERSION = "1"
 STYLESHEET = "jim.xsl"
@@ -465,8 +476,9 @@ class GridJob:
         etree.SubElement(child(self.root, "history"), "grid", state=GramState.FAILED.name, at=stamp)
         return True
 
-    def recompute(self, *, max_failed_fraction: float = 0.0, at: float | None = None) -> bool:
-        """Aggregate the local states into the grid state; True when it changed."""
+    def recompute(self, policy: FailurePolicy = NO_FAILURES, *, at: float | None = None) -> bool:
+        """Aggregate the local states into the grid state under the site's failure ``policy``; True
+        when it changed."""
         prev = self.state
         counts = {LocalState(k): n for k, n in self.counts().items()}
         new = aggregate_counts(
@@ -474,7 +486,7 @@ class GridJob:
             previous=prev,
             outputs_gathered=self.outputs_gathered,
             cancelled=self.cancel_requested,
-            max_failed_fraction=max_failed_fraction,
+            max_failed_fraction=policy.max_failed_fraction,
         )
         self.root.set("HerdState", "WillSplit" if _UNSPLIT(self.root) else "Splitted")
         if new is prev:

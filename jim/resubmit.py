@@ -20,26 +20,23 @@ from __future__ import annotations
 import getpass
 
 from jim import background
-from jim.config import Config
-from jim.db import Database
 from jim.errors import JimError
 from jim.locks import locked
 from jim.log import for_job
-from jim.paths import Home
 from jim.record import LocalJob
+from jim.site import Site
 
 
 def resubmit(
-    config: Config, job_id: str, indices: list[int] | None, *, failed: bool = False, who: str | None = None
+    site: Site, job_id: str, indices: list[int] | None, *, failed: bool = False, who: str | None = None
 ) -> dict[int, int]:
     """Another attempt of the local jobs ``indices`` (or, with ``failed``, of every failed one);
     index -> its new attempt's number.  :class:`JimError` with a one-line reason when refused."""
-    home = Home(config.home)
-    db = Database(home, config.deadlines.lock)
+    home = site.home
     who = who or getpass.getuser()
     home.check_id(job_id)
     out: dict[int, int] = {}
-    with locked(home.final_lock(job_id), config.deadlines.lock), db.update(job_id) as rec:
+    with locked(home.final_lock(job_id), site.config.deadlines.lock), site.db.update(job_id) as rec:
         if rec.state.terminal or rec.cancel_requested or rec.outputs_gathered:
             why = rec.state.name if rec.state.terminal else "being cancelled"
             raise JimError(f"grid job {job_id} is {why}: its local jobs can no longer be resubmitted")
@@ -47,7 +44,7 @@ def resubmit(
         chosen = _chosen(job_id, jobs, indices, failed)
         for lj in chosen:
             out[lj.index] = lj.new_attempt(f"resubmitted by {who}", by=who)
-        rec.recompute(max_failed_fraction=config.site.max_failed_fraction)
+        rec.recompute(site.policy)
     for_job("jim.resubmit", job_id).info(
         "%s resubmits local jobs %s of grid job %s", who, ",".join(f"{k} (attempt {n})" for k, n in out.items()), job_id
     )

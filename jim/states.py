@@ -38,6 +38,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 
 class LocalState(enum.Enum):
@@ -211,6 +212,14 @@ class GramState(enum.IntEnum):
     @property
     def terminal(self) -> bool:
         return self in (GramState.DONE, GramState.FAILED)
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """How many of a grid job's local jobs may fail and it still ends DONE (``[site]
+    max_failed_fraction``; see the module docstring)."""
+
+    max_failed_fraction: float = 0.0
 
 
 def aggregate(

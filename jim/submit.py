@@ -33,14 +33,12 @@ import shutil
 from jim import background, faults, journal
 from jim import log as jlog
 from jim import plan as planning
-from jim.config import Config
-from jim.db import Database
 from jim.handlers.base import Plan
 from jim.jobdesc import JobDescription
 from jim.jobid import new_job_id
 from jim.outputs import resolve_user_paths
-from jim.paths import Home
 from jim.record import GridJob, NewJob, new_record
+from jim.site import Site
 
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: submit answers fast)
 if TYPE_CHECKING:
@@ -48,7 +46,7 @@ if TYPE_CHECKING:
 
 
 def submit(
-    config: Config,
+    site: Site,
     desc: JobDescription,
     *,
     env: dict[str, str] | None = None,
@@ -62,14 +60,14 @@ def submit(
     """
     env = dict(os.environ if env is None else env)
     job_id = new_job_id()
-    _handler, plan, commands = planning.make_plan(config, desc, job_id=job_id)
-    resolve_user_paths(desc, config.home)  # stdout, stderr, outputtar: absolute, never into jim's home
-    home = Home(config.home).ensure()
-    pending = journal.Pending(Database(home, config.deadlines.lock), job_id).take()
+    _handler, plan, commands = planning.make_plan(site.config, desc, job_id=job_id)
+    resolve_user_paths(desc, site.home.root)  # stdout, stderr, outputtar: absolute, never into jim's home
+    site.ensure()
+    pending = journal.Pending(site.db, job_id).take()
     announced = False
     try:
         faults.point("submit-after-pending")
-        record = _record(config, home, job_id, desc, plan, commands, env)
+        record = _record(site, job_id, desc, (plan, commands), env)
         faults.point("submit-after-record")
         if announce is not None:
             announce(job_id)
@@ -83,23 +81,18 @@ def submit(
     log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
     if start_background:
         try:
-            background.run_detached(home.root, lambda: _run_worker(config, home, job_id, (record, plan, commands)))
+            background.run_detached(site.home.root, lambda: _run_worker(site, job_id, (record, plan, commands)))
         except OSError as e:  # the grid job is recorded and answered: the next poll or the monitor starts it
             log.warning("the worker of %s could not be started now (%s); a poll will start it", job_id, e)
     return job_id
 
 
 def _record(
-    config: Config,
-    home: Home,
-    job_id: str,
-    desc: JobDescription,
-    plan: Plan,
-    commands: planning.Commands,
-    env: dict[str, str],
+    site: Site, job_id: str, desc: JobDescription, planned: tuple[Plan, planning.Commands], env: dict[str, str]
 ) -> GridJob:
     """Write the grid job's work area with its plan, then its record: all of it, or nothing."""
-    job_dir = home.job_dir(job_id)
+    plan, commands = planned
+    job_dir = site.home.job_dir(job_id)
     os.mkdir(job_dir, 0o700)
     try:
         planning.save(job_dir, plan, commands, desc.environment())
@@ -114,7 +107,7 @@ def _record(
                 jobtype=desc.jimtype,
                 name=desc.get("jobname") or os.path.basename(desc.executable or ""),
                 owner=getpass.getuser(),
-                adapter=config.batch.adapter,
+                adapter=site.config.batch.adapter,
                 description=desc.to_json(),
                 source_format=desc.source_format,
                 source_text=desc.source_text,
@@ -124,18 +117,18 @@ def _record(
                 meta=meta,
             ),
         )
-        record.recompute(max_failed_fraction=config.site.max_failed_fraction)
-        Database(home, config.deadlines.lock).create(record)
+        record.recompute(site.policy)
+        site.db.create(record)
     except BaseException:
         shutil.rmtree(job_dir, ignore_errors=True)
         raise
     return record
 
 
-def _run_worker(config: Config, home: Home, job_id: str, known: tuple[GridJob, Plan, planning.Commands]) -> int:
+def _run_worker(site: Site, job_id: str, known: tuple[GridJob, Plan, planning.Commands]) -> int:
     """The forked worker: a fresh log (the parent's files are closed), then :func:`jim.worker.run`."""
     from jim import worker  # (imported in the forked child: the submit's answer does not wait for it)
 
-    jlog.reopen(home.root)
+    jlog.reopen(site.home.root)
     gc.enable()  # (jim's short-lived commands run without it)
-    return worker.run(config, job_id, known)
+    return worker.run(site, job_id, known)

@@ -72,13 +72,21 @@ def read(path: str | os.PathLike[str]) -> dict[str, str] | None:
     return out
 
 
-def unsubmitted(summary: dict[str, str], now: float | None = None) -> bool:
-    """True when local jobs of the grid job await submission now (not only a retry's cool-off)
-    and no cancel came."""
-    if summary.get("UNSUBMITTED", "0") == "0" or summary.get("CANCEL") == "1":
-        return False
+def worker_needed(unsubmitted: int, retry_at: float | None, cancel: bool, now: float) -> bool:
+    """Whether a grid job needs its worker now: local jobs await submission, no cancel came, and
+    they do not all wait for a retry's cool-off that ends after ``now`` (``retry_at``: when the
+    first of them may be submitted, if all of them wait for one).  The one rule: ``jim poll``, the
+    monitor and the worker itself ask it."""
+    return unsubmitted > 0 and not cancel and (retry_at is None or retry_at <= now)
+
+
+def unsubmitted(summary: dict[str, str], now: float) -> bool:
+    """:func:`worker_needed`, for the grid job of this summary."""
+    count = summary.get("UNSUBMITTED", "0")
     at = summary.get("RETRY_AT", "")
-    return not (now is not None and at.isdigit() and now < int(at))
+    return worker_needed(
+        int(count) if count.isdigit() else 0, int(at) if at.isdigit() else None, summary.get("CANCEL") == "1", now
+    )
 
 
 def cancel_requested(summary: dict[str, str]) -> bool:

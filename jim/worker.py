@@ -31,10 +31,7 @@ import time
 
 from jim import background, faults, journal, retry
 from jim import plan as planning
-from jim.adapters import get_adapter
-from jim.adapters.base import Adapter
 from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
-from jim.config import Config
 from jim.db import Database
 from jim.errors import DescriptionError, JimError, SubmitError
 from jim.handlers import get_handler_class
@@ -42,28 +39,27 @@ from jim.handlers.base import Plan
 from jim.jobdesc import JobDescription
 from jim.locks import SingleInstance
 from jim.log import for_job
-from jim.paths import Home
 from jim.record import GridJob, LocalJob
 from jim.safeio import disk_key
 from jim.sandbox import builder
+from jim.site import Site
 from jim.states import Evidence, LocalState
 
 #: How long a worker waits for the submit of its grid job to confirm it (the submit still runs).
 CONFIRM_WAIT = 30.0
 
 
-def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Commands] | None = None) -> int:
+def run(site: Site, job_id: str, known: tuple[GridJob, Plan, planning.Commands] | None = None) -> int:
     """Entry point of ``jim _worker ID`` (detached); 0 when there is nothing (more) to do.
 
     ``known``: the record, plan and commands ``jim submit`` holds when it forks the worker; used
     while the record file is still the one submit wrote (no parse of the record or of plan.json).
     """
-    home = Home(config.home).ensure()
+    home, db = site.ensure().home, site.db
     lock = SingleInstance(background.worker_lock(home.root, job_id))
     if not lock.acquire():
         return 0
     log = for_job("jim.worker", job_id)
-    db = Database(home, config.deadlines.lock)
     try:
         if not journal.await_confirmation(db, job_id, CONFIRM_WAIT):
             if db.exists(job_id):
@@ -77,10 +73,9 @@ def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Comman
             job, planned = db.read(job_id), None
         if job.cancel_requested or job.state.terminal:
             return 0
-        adapter = get_adapter(config, home)
-        _build_or_fail(config, db, job_id, adapter, job, planned)
+        _build_or_fail(site, job_id, job, planned)
         faults.point("worker-after-sandbox")
-        submit_pending(config, db, job_id, adapter, job)
+        submit_pending(site, job_id, job)
         background.start_monitor(home.root)
         return 0
     except JimError as e:
@@ -88,7 +83,7 @@ def run(config: Config, job_id: str, known: tuple[GridJob, Plan, planning.Comman
             log.warning("worker of %s paused: %s", job_id, e.message)
         else:
             log.error("worker of %s stopped: %s", job_id, e.message)
-            _fail_unsubmitted(db, job_id, e.message, config.site.max_failed_fraction)
+            _fail_unsubmitted(site, job_id, e.message)
         background.start_monitor(home.root)
         return 1
     except Exception:
@@ -110,19 +105,12 @@ def _recover(db: Database) -> None:
         for_job("jim.worker", "-").exception("recovery of killed submits failed")
 
 
-def _build_or_fail(
-    config: Config,
-    db: Database,
-    job_id: str,
-    adapter: Adapter,
-    job: GridJob,
-    planned: tuple[Plan, planning.Commands] | None,
-) -> None:
+def _build_or_fail(site: Site, job_id: str, job: GridJob, planned: tuple[Plan, planning.Commands] | None) -> None:
     """:func:`build_sandbox`; whatever stops it (a job type's plug-in raising anything, an input file
     that changed since the submit) is a :class:`JimError`: permanent, so that the grid job ends
     FAILED with the reason instead of every new worker failing again, unless the disk is full."""
     try:
-        build_sandbox(config, db, job_id, adapter, job, planned)
+        build_sandbox(site, job_id, job, planned)
     except JimError as e:
         raise JimError(f"the sandbox could not be built: {e.message}", transient=e.transient) from e
     except Exception as e:
@@ -133,15 +121,11 @@ def _build_or_fail(
 
 
 def build_sandbox(
-    config: Config,
-    db: Database,
-    job_id: str,
-    adapter: Adapter,
-    job: GridJob | None = None,
-    planned: tuple[Plan, planning.Commands] | None = None,
+    site: Site, job_id: str, job: GridJob | None = None, planned: tuple[Plan, planning.Commands] | None = None
 ) -> None:
     """Write the grid job's sandbox and wrapper (once).  ``planned``: (plan, commands) when the
     caller has them, else they are read from plan.json."""
+    config, db = site.config, site.db
     job_dir = db.home.job_dir(job_id)
     if (job_dir / builder.SANDBOX_NAME).exists() and (job_dir / builder.WRAPPER_NAME).exists():
         return
@@ -159,7 +143,7 @@ def build_sandbox(
         "outputs": desc.values("outputs"),
         "stdin": plan.stdin,
         "heartbeat": 30,
-        "reserved_exit_codes": list(adapter.reserved_exit_codes),
+        "reserved_exit_codes": list(site.adapter.reserved_exit_codes),
         "jobs": [
             {
                 "index": k,
@@ -173,18 +157,18 @@ def build_sandbox(
     builder.build(job_dir, manifest, area, max_input_bytes=config.site.max_input_bytes)
 
 
-def submit_pending(config: Config, db: Database, job_id: str, adapter: Adapter, job: GridJob | None = None) -> None:
+def submit_pending(site: Site, job_id: str, job: GridJob | None = None) -> None:
     """Submit every local job not yet submitted, chunk by chunk, journaled (see the module docstring)."""
-    _Submission(config, db, job_id, adapter, job if job is not None else db.read(job_id)).run()
+    _Submission(site, job_id, job if job is not None else site.db.read(job_id)).run()
 
 
 class _Submission:
     """The worker's loop over the unsubmitted local jobs of one grid job."""
 
-    def __init__(self, config: Config, db: Database, job_id: str, adapter: Adapter, job: GridJob):
-        self.config, self.db, self.job_id, self.adapter, self.job = config, db, job_id, adapter, job
-        self.home = db.home
-        self.job_dir = db.home.job_dir(job_id)
+    def __init__(self, site: Site, job_id: str, job: GridJob):
+        self.site, self.job_id, self.job = site, job_id, job
+        self.db, self.home, self.adapter = site.db, site.home, site.adapter
+        self.job_dir = site.home.job_dir(job_id)
         self.log = for_job("jim.worker", job_id)
         desc = JobDescription(job.description())
         try:
@@ -280,7 +264,7 @@ class _Submission:
         """Record batch ids: local jobs SUBMITTING at their intent's time, then QUEUED."""
         with self.db.update(self.job_id, compare=False, known=self.job) as rec:
             rec.mark_submitted(ids, intents)
-            rec.recompute(max_failed_fraction=self.config.site.max_failed_fraction)
+            rec.recompute(self.site.policy)
         self.job = rec
 
     def _refused(self, chunk: SubmitChunk, e: SubmitError) -> None:
@@ -290,7 +274,7 @@ class _Submission:
                 rec.local(spec.index).set_state(
                     LocalState.FAILED, evidence=Evidence.BATCH, reason=f"submission refused: {e.message}"
                 )
-            rec.recompute(max_failed_fraction=self.config.site.max_failed_fraction)
+            rec.recompute(self.site.policy)
         self.job = rec
 
     def _pause(self, seconds: float | None = None) -> None:
@@ -298,18 +282,18 @@ class _Submission:
         then read the record again.  The monitor must run meanwhile (it notices when the batch
         system answers again), even when no poll comes (push mode)."""
         background.start_monitor(self.home.root)
-        interval = self.config.monitor.interval
+        interval = self.site.config.monitor.interval
         time.sleep(max(0.05, min(interval, seconds)) if seconds is not None else interval)
         self.job = self.db.read(self.job_id)
 
 
-def _fail_unsubmitted(db: Database, job_id: str, reason: str, mff: float) -> None:
+def _fail_unsubmitted(site: Site, job_id: str, reason: str) -> None:
     """A permanent error before submission: the never-submitted local jobs fail (with the reason)."""
     try:
-        with db.update(job_id) as rec:
+        with site.db.update(job_id) as rec:
             for lj in rec.local_jobs():
                 if lj.state is LocalState.PLANNED:
                     lj.set_state(LocalState.FAILED, evidence=Evidence.CREATION, reason=reason)
-            rec.recompute(max_failed_fraction=mff)
+            rec.recompute(site.policy)
     except JimError:
         pass

@@ -25,6 +25,7 @@ from jim.jobdesc import parse_rsl
 from jim.jobid import local_tag
 from jim.monitor import refresh
 from jim.paths import Home
+from jim.site import Site
 from jim.states import EndCause, LocalState
 from jim.status import render_status, status_json
 from jim.submit import submit
@@ -94,18 +95,18 @@ def retried(home, monkeypatch):
     monkeypatch.setattr(background, "start_monitor", lambda home: None)
     monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
     db, fake = Database(home.ensure()), FakeAdapter(home)
-    job = submit(config, parse_rsl("&(executable=/bin/true)(count=3)(jobname=retried)"), start_background=False)
-    worker.submit_pending(config, db, job, fake)
+    job = submit(Site(config), parse_rsl("&(executable=/bin/true)(count=3)(jobname=retried)"), start_background=False)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job)
     fake.set_state(f"{job}.0", LocalState.FAILED, cause=EndCause.NODE_FAIL)
     fake.set_state(f"{job}.1", LocalState.RUNNING)
     fake.set_state(f"{job}.2", LocalState.DONE, exit_code=0)
-    refresh(config, db, fake)
+    refresh(Site(config, db=db, adapter=fake))
     with db.update(job) as rec:  # local job 0's cool-off is over: it is submitted again
         rec.local(0).set("retryAfter", "2000-01-01T00:00:00.000Z")
-    worker.submit_pending(config, db, job, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job)
     fake.set_state(local_tag(job, 0, 2), LocalState.RUNNING)
     fake.set_state(f"{job}.1", LocalState.CANCELLED, cause=EndCause.PREEMPTED)
-    refresh(config, db, fake)
+    refresh(Site(config, db=db, adapter=fake))
     with db.update(job) as rec:
         rec.local(2).new_attempt(EVIL_REASON, by=EVIL_USER)
     rec = db.read(job)
@@ -153,7 +154,7 @@ def test_status_text_without_retries_has_no_attempt_column(home, monkeypatch):
     config = parse({}, env={"JIM_HOME": str(home.root)})
     monkeypatch.setattr(background, "start_monitor", lambda home: None)
     monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
-    job = submit(config, parse_rsl("&(executable=/bin/true)(count=2)"), start_background=False)
+    job = submit(Site(config), parse_rsl("&(executable=/bin/true)(count=2)"), start_background=False)
     text = render_status(status_json(Database(home.ensure()).read(job)))
     assert "retries" not in text and "TRY" not in text and "attempts of" not in text
 
@@ -196,7 +197,7 @@ def test_stylesheet_of_a_grid_job_without_retries_has_no_attempts(home, monkeypa
     config = parse({}, env={"JIM_HOME": str(home.root)})
     monkeypatch.setattr(background, "start_monitor", lambda home: None)
     monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
-    job = submit(config, parse_rsl("&(executable=/bin/true)(count=2)"), start_background=False)
+    job = submit(Site(config), parse_rsl("&(executable=/bin/true)(count=2)"), start_background=False)
     Database(home.ensure()).read(job)
     out = str(etree.XSLT(etree.parse(str(home.db / "jim.xsl")))(etree.parse(str(home.record(job)))))
     assert 'class="attempts"' not in out and 'id="retries"' not in out and "attempt 1" not in out

@@ -19,8 +19,10 @@ from jim.config import parse
 from jim.db import Database
 from jim.jobdesc import parse_rsl
 from jim.localfiles import read_exit, read_heartbeat, read_progress, read_progress_counted
-from jim.monitor import Memo, refresh
+from jim.memo import Memo
+from jim.monitor import refresh
 from jim.paths import Home
+from jim.site import Site
 from jim.states import GramState, LocalState
 from jim.submit import submit
 
@@ -154,8 +156,8 @@ def site(tmp_path, monkeypatch):
     monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
 
     def grid_job(n: int) -> str:
-        job_id = submit(config, parse_rsl(f"&(executable=/bin/true)(count={n})"), start_background=False)
-        worker.submit_pending(config, db, job_id, fake)
+        job_id = submit(Site(config), parse_rsl(f"&(executable=/bin/true)(count={n})"), start_background=False)
+        worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
         return job_id
 
     return config, db, fake, grid_job
@@ -182,10 +184,10 @@ def test_an_error_in_one_grid_job_fails_it_alone_after_bounded_tries(site, caplo
     caplog.set_level(logging.INFO, logger="jim")
     for k in range(2):
         fake.set_state(f"{good}.{k}", LocalState.DONE, exit_code=0)
-    assert refresh(config, db, fake, memo=memo) == 1  # the other grid job went on and ended
+    assert refresh(Site(config, db=db, adapter=fake), memo=memo) == 1  # the other grid job went on and ended
     assert db.read(good).state is GramState.DONE
     for _ in range(monitor.MAX_TRIES - 1):
-        refresh(config, db, fake, memo=memo)
+        refresh(Site(config, db=db, adapter=fake), memo=memo)
     job = db.read(bad)
     assert job.state is GramState.FAILED
     assert [lj.state for lj in job.local_jobs()] == [LocalState.CANCELLED] * 2
@@ -193,7 +195,7 @@ def test_an_error_in_one_grid_job_fails_it_alone_after_bounded_tries(site, caplo
     assert answer["JOB_STATE"] == "FAILED" and "jim could not follow this grid job: ValueError" in answer["MESSAGE"]
     batch_ids = sorted(lj.batch_id for lj in job.local_jobs())
     assert [sorted(c) for k, c in fake.calls if k == "cancel"] == [batch_ids]  # its local jobs stopped
-    assert refresh(config, db, fake, memo=memo) == 0
+    assert refresh(Site(config, db=db, adapter=fake), memo=memo) == 0
     failures = [r for r in caplog.records if "monitoring of grid job" in r.getMessage()]
     assert len(failures) == 1 and failures[0].exc_info is None  # once, with its cause, no traceback
 
@@ -205,9 +207,11 @@ def test_a_record_that_cannot_be_read_is_no_longer_followed(site, caplog):
     memo = Memo()
     caplog.set_level(logging.INFO, logger="jim")
     for _ in range(monitor.MAX_TRIES):
-        assert refresh(config, db, fake, memo=memo) >= 1
+        assert refresh(Site(config, db=db, adapter=fake), memo=memo) >= 1
     fake.set_state(f"{good}.0", LocalState.DONE, exit_code=0)
-    assert refresh(config, db, fake, memo=memo) == 0  # nothing left that can be followed: the monitor may exit
+    assert (
+        refresh(Site(config, db=db, adapter=fake), memo=memo) == 0
+    )  # nothing left that can be followed: the monitor may exit
     assert db.read(good).state is GramState.DONE
     assert bad in memo.given_up
     assert sum("monitoring of grid job" in r.getMessage() for r in caplog.records) == 1

@@ -21,6 +21,7 @@ from jim.adapters.pbs import parse_qstat as parse_pbs_qstat
 from jim.adapters.sge import FAILED_CAUSES, parse_qacct, parse_qstat
 from jim.adapters.slurm import STATE_CAUSES, STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
 from jim.db import Database, validate
+from jim.evidence import Rules
 from jim.jobid import new_job_id
 from jim.monitor import apply_local
 from jim.paths import Home
@@ -336,7 +337,7 @@ def _apply(db, job_id, tmp_path, status=None, accounting=None):
     with db.update(job_id) as job:
         lj = job.local(0)
         result = QueryResult(ok=True, statuses=statuses)
-        apply_local(lj, d, result, accounting or {}, now=time.time(), lost_grace=60, cancelled=False)
+        apply_local(lj, d, result, accounting or {}, Rules(time.time(), lost_grace=60), cancelled=False)
     return db.read(job_id).local(0)
 
 

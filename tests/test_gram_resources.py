@@ -19,6 +19,7 @@ from jim.db import Database
 from jim.errors import DescriptionError, GramError
 from jim.jobdesc import MAX_MEMORY_MB, parse_rsl
 from jim.paths import Home
+from jim.site import Site
 from jim.states import LocalState
 from jim.submit import submit
 
@@ -181,7 +182,7 @@ def _spied_worker(tmp_path, monkeypatch, rsl: str):
     """A grid job recorded by the real submit (no worker started), and an in-memory batch system
     that keeps the limits of every chunk it is given."""
     config = parse({"monitor": {"interval": 0.01}}, env={"JIM_HOME": str(tmp_path / "home")})
-    job_id = submit(config, parse_rsl(rsl), start_background=False)
+    job_id = submit(Site(config), parse_rsl(rsl), start_background=False)
     monkeypatch.setattr(background, "start_monitor", lambda home: None)
     db = Database(Home(config.home))
     fake = FakeAdapter(db.home)
@@ -200,7 +201,7 @@ def test_the_worker_hands_the_converted_limits_to_the_adapter(tmp_path, monkeypa
     config, db, job_id, fake, seen = _spied_worker(
         tmp_path, monkeypatch, EXE + "(count=2)(maxwalltime=10)(maxmemory=2048)(maxcputime=90)(project=d0)"
     )
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert seen == [{"wall_seconds": 600, "memory_mb": 2048, "cpu_seconds": 5400, "project": "d0"}]
     assert {lj.state for lj in db.read(job_id).local_jobs()} == {LocalState.QUEUED}
 
@@ -215,6 +216,6 @@ def test_a_record_from_before_the_checks_is_submitted_without_its_bad_limits(tmp
         for attr in rec.root.find("description").findall("attribute"):
             if attr.get("name") == "maxmemory":
                 attr[0].text = "2GB"
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert seen == [{"wall_seconds": 600}]
     assert {lj.state for lj in db.read(job_id).local_jobs()} == {LocalState.QUEUED}

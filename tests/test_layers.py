@@ -53,6 +53,9 @@ LAYERS = {
         "jim.jobdesc",
         "jim.config",
         "jim.retry",
+        "jim.site",
+        "jim.evidence",
+        "jim.memo",
         "jim.split*",
         "jim.requirements*",
         "jim.adapters*",
@@ -193,6 +196,6 @@ def test_imports_inside_functions_say_why():
 def test_the_graph_is_real():
     """The walk sees the edges it should (a test that cannot fail proves nothing)."""
     deps = {d for d, _n, _i in GRAPH["jim.worker"]}
-    assert {"jim.journal", "jim.db", "jim.adapters"} <= deps
+    assert {"jim.journal", "jim.db", "jim.adapters.model", "jim.site"} <= deps
     assert ("jim.worker", True) in {(d, inner) for d, _n, inner in GRAPH["jim.submit"]}
     assert layer_of("jim.requirements.matching") == "services" and layer_of("jim.jobdesc") == "services"

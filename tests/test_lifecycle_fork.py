@@ -156,16 +156,17 @@ def test_cancel_finds_the_jobs_of_a_journaled_submission_that_was_never_recorded
     from jim.jobdesc import parse_rsl
     from jim.paths import Home
     from jim.sandbox import builder
+    from jim.site import Site
     from jim.submit import submit
 
     monkeypatch.setenv("JIM_HOME", str(jim_env.home))
     monkeypatch.setenv("JIM_CONFIG", str(jim_env.config))
     config = load()
-    job = submit(config, parse_rsl("&(executable=/bin/sleep)(arguments=300)(count=3)"), start_background=False)
+    job = submit(Site(config), parse_rsl("&(executable=/bin/sleep)(arguments=300)(count=3)"), start_background=False)
     home = Home(config.home)
     db = Database(home)
     adapter = get_adapter(config, home)
-    worker.build_sandbox(config, db, job, adapter)
+    worker.build_sandbox(Site(config, db=db, adapter=adapter), job)
     assert journal.append(db, job, [0, 1, 2], time.time())
     job_dir = home.job_dir(job)
     (job_dir / "local").mkdir(mode=0o700, exist_ok=True)

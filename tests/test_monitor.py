@@ -8,6 +8,7 @@ import pytest
 
 from jim.adapters.model import BatchStatus, QueryResult
 from jim.db import Database
+from jim.evidence import Rules
 from jim.jobid import new_job_id
 from jim.localfiles import read_progress
 from jim.monitor import apply_local
@@ -48,7 +49,8 @@ def lj(tmp_path):
 def apply(lj, tmp_path, result, accounting=None, **kw):
     d = tmp_path / "local0"
     d.mkdir(exist_ok=True)
-    apply_local(lj, d, result, accounting or {}, now=time.time(), lost_grace=kw.pop("grace", 60), cancelled=False, **kw)
+    rules = Rules(time.time(), lost_grace=kw.pop("grace", 60), **kw)
+    apply_local(lj, d, result, accounting or {}, rules, cancelled=False)
     return d
 
 

@@ -18,8 +18,10 @@ from jim import background, summary, worker
 from jim.config import parse
 from jim.db import Database
 from jim.jobdesc import parse_rsl
-from jim.monitor import Memo, refresh
+from jim.memo import Memo
+from jim.monitor import refresh
 from jim.paths import Home
+from jim.site import Site
 from jim.states import GramState, LocalState
 from jim.submit import submit
 
@@ -46,10 +48,10 @@ def site(request, tmp_path, monkeypatch):
     monkeypatch.setattr(background, "start_monitor", lambda home: started.append(("monitor",)))
     monkeypatch.setattr(background, "start_worker", lambda home, job_id: started.append(("worker", job_id)))
 
-    class Site:
+    class Bench:
         pass
 
-    s = Site()
+    s = Bench()
     s.config, s.db, s.fake, s.started, s.seg = (
         config,
         Database(home.ensure()),
@@ -61,17 +63,17 @@ def site(request, tmp_path, monkeypatch):
 
     def grid_job(n=3, submitted=True):
         job_id = submit(
-            config,
+            Site(config),
             parse_rsl(f"&(executable=/bin/true)(count={n})"),
             start_background=False,
             env={"JIM_SEG_DIR": str(s.seg)},
         )
         if submitted:
-            worker.submit_pending(config, s.db, job_id, s.fake)
+            worker.submit_pending(Site(config, db=s.db, adapter=s.fake), job_id)
         return job_id
 
     s.grid_job = grid_job
-    s.refresh = lambda **kw: refresh(config, s.db, s.fake, **kw)
+    s.refresh = lambda **kw: refresh(Site(config, db=s.db, adapter=s.fake), **kw)
     return s
 
 
@@ -261,7 +263,7 @@ def test_a_directory_changed_just_before_it_was_listed_is_listed_again_until_it_
 
 
 def test_news_the_wrapper_did_not_announce_is_still_seen_once_in_a_long_while(site):
-    from jim.monitor import FULL_LOOK
+    from jim.memo import FULL_LOOK
 
     job = site.grid_job(1)
     site.fake.set_state(f"{job}.0", LocalState.RUNNING)
@@ -320,8 +322,30 @@ def test_a_cached_answer_is_parsed_once_and_unchanged_statuses_are_shared_with_t
     assert second is not first
     assert second.statuses[a] is first.statuses[a]  # unchanged: the very same object
     assert second.statuses[b] is not first.statuses[b] and second.statuses[b].state is LocalState.RUNNING
+    # what the monitor reads: the answer's generation, and the generation in which each job last changed
+    assert second.generation == first.generation + 1
+    assert second.changed[a] == first.changed[a] < second.generation == second.changed[b]
     other = _UserWide(home, cache_interval=3600)  # another process reads what this one cached
     assert other.query_cached([a, b]).statuses == second.statuses
+
+
+def test_an_answer_that_says_the_same_keeps_its_generation_whatever_its_objects(tmp_path):
+    """The generation is the contract: two answers with equal statuses have the same one, even when the
+    adapter built every status anew; a job that went or came changes it."""
+    fake = FakeAdapter(Home(tmp_path / "home").ensure())  # (builds new status objects on every query)
+    a, b = fake.add("t.0", LocalState.QUEUED), fake.add("t.1", LocalState.RUNNING)
+    first = fake.query_cached([a, b])
+    again = fake.query_cached([a, b])
+    assert again.statuses is not first.statuses and again.generation == first.generation
+    assert again.changed == first.changed
+    fake.vanish("t.1")
+    gone = fake.query_cached([a, b])
+    assert gone.generation > first.generation and b not in gone.changed and gone.changed[a] == first.changed[a]
+    c = fake.add("t.2", LocalState.QUEUED)
+    came = fake.query_cached([a, c])
+    assert came.generation > gone.generation and came.changed[c] == came.generation
+    fake.faults.query_down = True
+    assert fake.query_cached([a, c]).generation == -1  # a failed query: no generation, equal to none
 
 
 def _age(*dirs):
@@ -340,8 +364,8 @@ def test_a_pass_after_one_that_changed_nothing_skips_every_grid_job_until_someth
     memo = Memo()
     site.refresh(memo=memo)
     collects = []
-    real = monitor._collect
-    monkeypatch.setattr(monitor, "_collect", lambda *a: collects.append(1) or real(*a))
+    real = monitor.Pass.collect
+    monkeypatch.setattr(monitor.Pass, "collect", lambda *a: collects.append(1) or real(*a))
     _age(home.db, home.jobs)
     assert site.refresh(memo=memo) == 1 and len(collects) == 1  # nothing changed: remembered as quiet
     assert site.refresh(memo=memo) == 1 and len(collects) == 1  # ... so this one looks at nothing
@@ -419,7 +443,7 @@ def test_a_local_job_gone_from_the_queue_is_applied_on_every_tick_while_the_othe
 
 def test_the_periodic_look_applies_every_local_job_again(site, monkeypatch):
     from jim import monitor
-    from jim.monitor import FULL_LOOK
+    from jim.memo import FULL_LOOK
 
     site.fake = _Shared(site.db.home, cache_interval=1e-6)
     site.grid_job(3)
@@ -436,7 +460,7 @@ def test_the_periodic_look_applies_every_local_job_again(site, monkeypatch):
 
 def test_the_periodic_looks_of_many_grid_jobs_end_a_quiet_run_once_per_slot(site, monkeypatch):
     from jim import monitor
-    from jim.monitor import FULL_LOOK, LOOK_SLOTS
+    from jim.memo import FULL_LOOK, LOOK_SLOTS
 
     site.fake = SameAnswerAdapter(site.db.home)
     jobs = [site.grid_job(1) for _ in range(90)]
@@ -445,8 +469,8 @@ def test_the_periodic_looks_of_many_grid_jobs_end_a_quiet_run_once_per_slot(site
     site.refresh(memo=memo, now=t0)
     _age(home.db, home.jobs)
     collects = []
-    real = monitor._collect
-    monkeypatch.setattr(monitor, "_collect", lambda *a: collects.append(1) or real(*a))
+    real = monitor.Pass.collect
+    monkeypatch.setattr(monitor.Pass, "collect", lambda *a: collects.append(1) or real(*a))
     slot = FULL_LOOK / LOOK_SLOTS
     for i in range(int(4 * slot / 2)):  # a pass every 2 s for four slots
         assert site.refresh(memo=memo, now=t0 + 2 * i) == len(jobs)
@@ -463,7 +487,7 @@ def test_a_record_written_by_another_process_during_the_pass_has_every_local_job
         site.fake.set_state(f"{job}.{k}", LocalState.RUNNING)
     memo = Memo()
     site.refresh(memo=memo)
-    real = monitor._collect
+    real = monitor.Pass.collect
 
     def collect_then_resubmit(*a):
         versions = real(*a)
@@ -473,14 +497,14 @@ def test_a_record_written_by_another_process_during_the_pass_has_every_local_job
             lj.set_state(LocalState.FAILED, evidence=Evidence.BATCH, reason="by hand")
             lj.new_attempt("resubmitted by hand")
             tag = lj.tag
-        worker.submit_pending(site.config, site.db, job, site.fake)
+        worker.submit_pending(Site(site.config, db=site.db, adapter=site.fake), job)
         site.fake.set_state(tag, LocalState.RUNNING)
         return versions
 
-    monkeypatch.setattr(monitor, "_collect", collect_then_resubmit)
+    monkeypatch.setattr(monitor.Pass, "collect", collect_then_resubmit)
     site.fake.set_state(f"{job}.1", LocalState.DONE, exit_code=0)  # (news of its own this pass)
     site.refresh(memo=memo)
-    monkeypatch.setattr(monitor, "_collect", real)
+    monkeypatch.setattr(monitor.Pass, "collect", real)
     site.refresh(memo=memo)
     lj = site.db.read(job).local(2)
     assert (lj.attempt, lj.state) == (2, LocalState.RUNNING)

@@ -21,8 +21,10 @@ from jim.config import parse
 from jim.db import Database, validate
 from jim.jobdesc import parse_rsl
 from jim.jobid import local_tag
-from jim.monitor import Memo, refresh
+from jim.memo import Memo
+from jim.monitor import refresh
 from jim.paths import Home
+from jim.site import Site
 from jim.states import EndCause, Evidence, GramState, LocalState
 from jim.submit import submit
 
@@ -46,20 +48,20 @@ def site(tmp_path, monkeypatch):
     monkeypatch.setattr(background, "start_monitor", lambda home: None)
     monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
 
-    class Site:
+    class Bench:
         pass
 
-    s = Site()
+    s = Bench()
     s.config, s.db, s.fake = config, Database(home.ensure()), FakeAdapter(home)
 
     def grid_job(n=2):
-        job_id = submit(config, parse_rsl(f"&(executable=/bin/true)(count={n})"), start_background=False)
-        worker.submit_pending(config, s.db, job_id, s.fake)
+        job_id = submit(Site(config), parse_rsl(f"&(executable=/bin/true)(count={n})"), start_background=False)
+        worker.submit_pending(Site(config, db=s.db, adapter=s.fake), job_id)
         return job_id
 
     s.grid_job = grid_job
-    s.refresh = lambda **kw: refresh(config, s.db, s.fake, **kw)
-    s.submit_due = lambda job_id: worker.submit_pending(config, s.db, job_id, s.fake)
+    s.refresh = lambda **kw: refresh(Site(config, db=s.db, adapter=s.fake), **kw)
+    s.submit_due = lambda job_id: worker.submit_pending(Site(config, db=s.db, adapter=s.fake), job_id)
     return s
 
 

@@ -34,8 +34,10 @@ from jim.config import parse
 from jim.db import Database, validate
 from jim.jobdesc import parse_rsl
 from jim.jobid import tag_name
-from jim.monitor import Memo, refresh
+from jim.memo import Memo
+from jim.monitor import refresh
 from jim.paths import Home
+from jim.site import Site
 from jim.states import EndCause, Evidence, GramState, LocalState, site_fault
 from jim.submit import submit
 
@@ -79,17 +81,17 @@ def site(tmp_path, monkeypatch):
     monkeypatch.setattr(background, "start_monitor", lambda home: None)
     monkeypatch.setattr(background, "start_worker", lambda home, job_id: None)
 
-    class Site:
+    class Bench:
         pass
 
-    s = Site()
+    s = Bench()
     s.config, s.db, s.fake = config, Database(home.ensure()), BatchSystem(home)
     s.sge = SgeAdapter(home, {})
     s.pbs = {f: PbsAdapter(home, {"flavour": f}) for f in ("torque", "pbspro", "slurm")}
-    s.job = submit(config, parse_rsl("&(executable=/bin/true)(count=1)"), start_background=False)
-    worker.submit_pending(config, s.db, s.job, s.fake)
+    s.job = submit(Site(config), parse_rsl("&(executable=/bin/true)(count=1)"), start_background=False)
+    worker.submit_pending(Site(config, db=s.db, adapter=s.fake), s.job)
     s.tag = f"{s.job}.0"
-    s.refresh = lambda **kw: refresh(config, s.db, s.fake, **kw)
+    s.refresh = lambda **kw: refresh(Site(config, db=s.db, adapter=s.fake), **kw)
     return s
 
 

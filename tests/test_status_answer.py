@@ -54,7 +54,7 @@ def test_the_same_output_is_parsed_once_and_a_change_shares_the_unchanged_status
     assert adapter.query_cached([], now=first.at + 0.5) is first  # within the interval: the very same answer
     again = adapter.query_cached([], now=first.at + 5)  # asked again: the same output, not parsed again
     assert again is not first and again.statuses is first.statuses and len(parsed) == 1
-    assert again.at > first.at
+    assert again.at > first.at and again.generation == first.generation  # the same answer, dated again
     # ... and not written again: only its new date is, and every process of the user sees that date
     assert (os.stat(cache_file).st_ino, os.stat(cache_file).st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     assert os.stat(home.cache / "slurm-status.at").st_size < 100
@@ -68,6 +68,8 @@ def test_the_same_output_is_parsed_once_and_a_change_shares_the_unchanged_status
     assert changed.statuses[ids[0]] is first.statuses[ids[0]]
     assert changed.statuses[ids[2]] is first.statuses[ids[2]]
     assert changed.statuses[ids[1]].state is LocalState.CANCELLED
+    assert changed.generation == first.generation + 1 and changed.changed[ids[1]] == changed.generation
+    assert changed.changed[ids[0]] == changed.changed[ids[2]] == first.generation  # unchanged since
     # another process reads the same answer from the shared cache file
     other = SlurmAdapter(home, {"cache_interval": 1.0}).cache.cached()
     assert other is not None and other.statuses == changed.statuses and other.at == changed.at

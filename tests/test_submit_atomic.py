@@ -24,6 +24,7 @@ import pytest
 from jim.config import load
 from jim.jobdesc import parse_rsl
 from jim.journal import ABANDONED_MESSAGE
+from jim.site import Site
 from jim.submit import submit
 
 from support.jimcli import Jim
@@ -260,7 +261,7 @@ def test_worker_submits_nothing_until_the_submit_confirms(jim_env, tmp_path):
     saved = dict(os.environ)
     os.environ.update(jim_env.env)
     try:
-        job_id = submit(load(), parse_rsl(marking_rsl(tmp_path)), start_background=False)
+        job_id = submit(Site(load()), parse_rsl(marking_rsl(tmp_path)), start_background=False)
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -15,6 +15,7 @@ from jim.config import parse
 from jim.db import Database
 from jim.jobdesc import parse_rsl
 from jim.paths import Home
+from jim.site import Site
 from jim.states import LocalState
 from jim.submit import submit
 
@@ -27,7 +28,7 @@ UNSUBMITTED = (LocalState.PLANNED, LocalState.SUBMITTING)
 def grid(tmp_path, monkeypatch):
     """A grid job of 10 local jobs recorded by the real submit (no worker started), and a fake batch system."""
     config = parse({"monitor": {"interval": 0.01}}, env={"JIM_HOME": str(tmp_path / "home")})
-    job_id = submit(config, parse_rsl("&(executable=/bin/true)(count=10)"), start_background=False)
+    job_id = submit(Site(config), parse_rsl("&(executable=/bin/true)(count=10)"), start_background=False)
     home = Home(config.home)
     started: list[str] = []
     monkeypatch.setattr(background, "start_monitor", lambda home: started.append("monitor"))
@@ -40,7 +41,7 @@ def tags(job_id, indices):
 
 def test_every_local_job_is_submitted_once_in_chunks_and_journaled(grid):
     config, db, job_id, fake, _ = grid
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert [c for k, c in fake.calls if k == "submit"] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert fake.submitted_tags() == sorted(tags(job_id, range(10)))
     job = db.read(job_id)
@@ -56,7 +57,7 @@ def test_every_local_job_is_submitted_once_in_chunks_and_journaled(grid):
 def test_a_submit_whose_outcome_is_unknown_is_looked_up_by_tag_before_any_retry(grid):
     config, db, job_id, fake, _ = grid
     fake.faults.lost_submits = 1  # the first array goes in, but the command reports a timeout
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert fake.submitted_tags() == sorted(tags(job_id, range(10)))  # never twice
     assert fake.count("find_by_tag") == 1
     assert [c for k, c in fake.calls if k == "submit"] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
@@ -66,7 +67,7 @@ def test_a_submit_whose_outcome_is_unknown_is_looked_up_by_tag_before_any_retry(
 def test_a_transient_refusal_is_retried(grid):
     config, db, job_id, fake, _ = grid
     fake.faults.transient_submits = 2
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     submits = [c for k, c in fake.calls if k == "submit"]
     assert submits[:3] == [[0, 1, 2, 3]] * 3 and fake.count("find_by_tag") == 2
     assert fake.submitted_tags() == sorted(tags(job_id, range(10)))
@@ -75,7 +76,7 @@ def test_a_transient_refusal_is_retried(grid):
 def test_a_refused_chunk_fails_its_local_jobs_with_the_reason(grid):
     config, db, job_id, fake, _ = grid
     fake.faults.refuse = "invalid partition specified: nosuch"
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     job = db.read(job_id)
     assert {lj.state for lj in job.local_jobs()} == {LocalState.FAILED}
     assert {lj.get("reason") for lj in job.local_jobs()} == {"submission refused: invalid partition specified: nosuch"}
@@ -89,7 +90,7 @@ def test_journaled_jobs_of_a_dead_worker_are_found_and_never_submitted_again(gri
     assert journal.append(db, job_id, [0, 1, 2, 3], time.time())
     for tag in tags(job_id, range(4)):
         fake.add(tag)
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert fake.submitted_tags() == sorted(tags(job_id, range(10)))
     assert [c for k, c in fake.calls if k == "submit"] == [[4, 5, 6, 7], [8, 9]]
     assert sorted(lj.batch_id for lj in db.read(job_id).local_jobs())[:4] == ["100", "101", "102", "103"]
@@ -105,7 +106,7 @@ def test_when_the_lookup_cannot_answer_the_worker_waits_and_never_submits_blind(
         fake.faults.find_down = False
 
     monkeypatch.setattr(background, "start_monitor", monitor_started)
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert started == ["monitor"]
     kinds = [k for k, _ in fake.calls]
     assert kinds[:2] == ["find_by_tag", "find_by_tag"] and kinds.index("submit") > 1
@@ -116,7 +117,7 @@ def test_a_cancel_stops_the_loop_before_the_next_chunk(grid):
     config, db, job_id, fake, _ = grid
     with db.update(job_id) as rec:
         rec.set("cancelRequested", "true")
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert fake.count("submit") == 0
     assert {lj.state for lj in db.read(job_id).local_jobs()} == {LocalState.PLANNED}
 
@@ -132,7 +133,7 @@ def test_a_cancel_between_chunks_is_seen_by_the_journal(grid, monkeypatch):
         return append(db_, job_id_, indices, at, attempt)
 
     monkeypatch.setattr(journal, "append", cancel_after_first)
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert [c for k, c in fake.calls if k == "submit"] == [[0, 1, 2, 3]]
     assert sorted(journal.read(db.home.job_dir(job_id))) == [0, 1, 2, 3]
 
@@ -147,6 +148,6 @@ def test_a_degraded_batch_system_gets_nothing_until_it_recovers(grid, monkeypatc
         fake.cache.mark_healthy()
 
     monkeypatch.setattr(background, "start_monitor", monitor_started)
-    worker.submit_pending(config, db, job_id, fake)
+    worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
     assert started == ["monitor"]
     assert fake.submitted_tags() == sorted(tags(job_id, range(10)))

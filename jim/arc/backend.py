@@ -241,6 +241,7 @@ def submit(opts: Options, grami_path: str) -> str:
     from jim.handlers import discover  # (lazy: submit only)
     from jim.jobdesc import JIM_ATTRIBUTES  # (lazy: submit only)
     from jim.requirements import parse_resources  # (lazy: submit only)
+    from jim.site import Site  # (lazy: submit only)
     from jim.submit import submit as jim_submit  # (lazy: submit only)
 
     _become_user(opts)
@@ -257,7 +258,7 @@ def submit(opts: Options, grami_path: str) -> str:
     else:
         queues = set()
     desc, _options = to_description(text, known=known, queues=queues)
-    job_id = jim_submit(config, desc)
+    job_id = jim_submit(Site(config), desc)
     fd = os.open(grami_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.write(fd, f"joboption_jobid={job_id}\n".encode())
@@ -271,13 +272,14 @@ def cancel(opts: Options, grami_path: str) -> str:
     from jim.arc.grami import parse  # (lazy: cancel only)
     from jim.cancel import cancel as jim_cancel  # (lazy: cancel only)
     from jim.errors import JobNotFound  # (lazy: cancel only)
+    from jim.site import Site  # (lazy: cancel only)
 
     _become_user(opts)
     config = _jim_config()
     job_id = parse(_read_grami(grami_path)).get("joboption_jobid", "")
     if not job_id:
         raise JobNotFound("the grami file names no jim job (joboption_jobid): it was never submitted to jim")
-    return jim_cancel(config, job_id).name
+    return jim_cancel(Site(config), job_id).name
 
 
 # ---------------------------------------------------------------------------

@@ -602,7 +602,7 @@ def cmd_status(config: Config, args: Any, out: None) -> int:
     if args.json:
         print(dump(status_json(job)))
     else:
-        print(render_job(job), end="")  # (the text of render_status(status_json(job)), full rows only for those shown)
+        print(render_job(job), end="")
     return 0
 
 

@@ -27,10 +27,11 @@ from jim.monitor import refresh
 from jim.paths import Home
 from jim.site import Site
 from jim.states import EndCause, LocalState
-from jim.status import render_status, status_json
+from jim.status import status_json
 from jim.submit import submit
 
 from support.fake_adapter import FakeAdapter
+from support.status_text import render_status
 
 EVIL_REASON = """<script>alert("why")</script> & 'quotes' </td><img src=x onerror=alert(1)>"""
 EVIL_USER = "<b>mallory</b>"

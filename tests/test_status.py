@@ -1,4 +1,4 @@
-"""``jim status`` for a terminal: render_status on crafted status dicts, and the real command."""
+"""``jim status`` for a terminal: the text of crafted status rows, of records, and the real command."""
 
 from __future__ import annotations
 
@@ -24,12 +24,13 @@ from jim.status import (
     job_fraction,
     phase_totals,
     render_job,
-    render_status,
     safe,
     sort_key,
     status_json,
 )
 from jim.timestamps import now_iso
+
+from support.status_text import render_status
 
 NOW = 1_800_000_000.0
 

@@ -39,10 +39,9 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from types import ModuleType
 from typing import Any, overload
 
+from jim.classads import classad_module
 from jim.errors import DescriptionError, GramError, InvalidAttribute, InvalidCount, RslSyntaxError, UnknownAttribute
 from jim.safeio import NotRegular, open_regular, read_at_most
 
@@ -1122,16 +1121,6 @@ def _jdl_requirement(key: str, name: str, values: list[Value]) -> str:
     if name == "bannedsite":
         return " && ".join(f'Site =!= "{w}"' for w in words)
     return f"{_JDL_REQUIREMENT_NAMES[name]}={','.join(words)}"
-
-
-@lru_cache(maxsize=1)
-def classad_module() -> ModuleType:
-    """``classad2`` (htcondor >= 24), else the older ``classad`` bindings (imported on first use)."""
-    try:
-        import classad2 as module  # (lazy: ~20 ms to import; only ClassAd texts need it)
-    except ImportError:  # pragma: no cover - depends on the installed wheel
-        import classad as module  # (lazy: as above)
-    return module
 
 
 _CONSTANT_NAMES = frozenset(["true", "false"])

@@ -37,6 +37,7 @@ LAYERS = {
         "jim.proc",
         "jim.ownership",
         "jim.safeio",
+        "jim.classads",
         "jim.faults",
         "jim.log",
         "jim.plugins",

@@ -50,7 +50,7 @@ LAYERS = {
         "jim.journal",
         "jim.seg",
         "jim.localfiles",
-        "jim.jobdesc",
+        "jim.jobdesc*",
         "jim.config",
         "jim.retry",
         "jim.split*",

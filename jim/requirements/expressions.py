@@ -12,7 +12,7 @@ from typing import Any
 
 from jim.classads import classad_module
 from jim.errors import DescriptionError, InvalidAttribute
-from jim.jobdesc import classad_tokens
+from jim.jobdesc.classad_text import classad_tokens
 from jim.requirements.resources import ResourceTree
 
 __all__ = ["InvalidRequirement", "QueueAds", "canonical_expression", "classad_record"]
@@ -30,7 +30,7 @@ def _one_line(text: str) -> str:
 
 def _bounded(text: str) -> list[tuple[str, str]]:
     """The tokens of a requirement's ClassAd text, refused when over jim's description limits
-    (:func:`jim.jobdesc.classad_tokens`): the library never sees an unbounded expression."""
+    (:func:`jim.jobdesc.classad_text.classad_tokens`): the library never sees an unbounded expression."""
     try:
         return classad_tokens(text, "requirement expression")
     except DescriptionError as exc:

@@ -42,35 +42,56 @@ def classad_tokens(text: str, what: str) -> list[tuple[str, str]]:
     :data:`MAX_CLASSAD_TERMS`, :data:`MAX_CLASSAD_OPERATORS`, :data:`MAX_DEPTH`, :data:`MAX_NUMBER_DIGITS`,
     :data:`MAX_VALUE_CHARS` for a string, :data:`MAX_VALUES` elements in a list."""
     tokens: list[tuple[str, str]] = []
-    operators = 0
-    lists: list[int] = []  # per open bracket: elements so far ({ only), -1 for ( and [
+    tally = _Tally(what)
     for m in CLASSAD_TOKEN.finditer(text):
         kind = m.lastgroup or "other"
         if kind == "blank":
             continue
-        tok = m.group()
         if kind == "unclosed":  # the rest is an unterminated string or comment: the parser refuses it
             tokens.append((kind, text[m.start() :]))
             break
         if len(tokens) >= MAX_CLASSAD_TERMS:
             raise DescriptionError(f"{what} has more than {MAX_CLASSAD_TERMS} terms")
-        if kind == "op":
-            operators += 1
-            if operators > MAX_CLASSAD_OPERATORS:
-                raise DescriptionError(f"{what} has more than {MAX_CLASSAD_OPERATORS} operators")
-        elif kind == "number" and len(tok) > MAX_NUMBER_DIGITS:
-            raise DescriptionError(f"{what} has a number of more than {MAX_NUMBER_DIGITS} digits")
-        elif kind in ("string", "qname") and len(tok) > MAX_VALUE_CHARS + 2:
-            raise DescriptionError(f"{what} has a string longer than {MAX_VALUE_CHARS} characters")
-        elif kind == "open":
-            if len(lists) >= MAX_DEPTH:
-                raise DescriptionError(f"{what} is nested more than {MAX_DEPTH} deep")
-            lists.append(1 if tok == "{" else -1)
-        elif kind == "close" and lists:
-            lists.pop()
-        elif kind == "sep" and tok == "," and lists and lists[-1] > 0:
-            lists[-1] += 1
-            if lists[-1] > MAX_VALUES:
-                raise DescriptionError(f"{what} has a list of more than {MAX_VALUES} elements")
+        tok = m.group()
+        tally.count(kind, tok)
         tokens.append((kind, tok))
     return tokens
+
+
+class _Tally:
+    """What a ClassAd text (``what``, for messages) has used of its limits so far: its operators,
+    and per open bracket the elements of its list (``{`` only; -1 for ``(`` and ``[``)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.operators = 0
+        self.lists: list[int] = []
+
+    def count(self, kind: str, tok: str) -> None:
+        """Count the term ``tok`` of ``kind``; DescriptionError when it goes over a limit."""
+        if kind == "op":
+            self.operators += 1
+            if self.operators > MAX_CLASSAD_OPERATORS:
+                raise DescriptionError(f"{self.what} has more than {MAX_CLASSAD_OPERATORS} operators")
+        elif kind == "number" and len(tok) > MAX_NUMBER_DIGITS:
+            raise DescriptionError(f"{self.what} has a number of more than {MAX_NUMBER_DIGITS} digits")
+        elif kind in ("string", "qname") and len(tok) > MAX_VALUE_CHARS + 2:
+            raise DescriptionError(f"{self.what} has a string longer than {MAX_VALUE_CHARS} characters")
+        elif kind == "open":
+            self._open(tok)
+        elif kind == "close" and self.lists:
+            self.lists.pop()
+        elif kind == "sep" and tok == ",":
+            self._element()
+
+    def _open(self, bracket: str) -> None:
+        if len(self.lists) >= MAX_DEPTH:
+            raise DescriptionError(f"{self.what} is nested more than {MAX_DEPTH} deep")
+        self.lists.append(1 if bracket == "{" else -1)
+
+    def _element(self) -> None:
+        """One more element in the innermost open bracket, counted when it is a list's."""
+        if self.lists and self.lists[-1] > 0:
+            self.lists[-1] += 1
+            if self.lists[-1] > MAX_VALUES:
+                raise DescriptionError(f"{self.what} has a list of more than {MAX_VALUES} elements")

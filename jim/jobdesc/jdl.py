@@ -69,29 +69,47 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     knows is refused before anything is evaluated.
     """
     check_text(text, "JDL")
-    tokens = classad_tokens(text, "the JDL job description")
+    ad = _read_classad(text, classad_tokens(text, "the JDL job description"))
+    keys = list(ad.keys())
+    if len(keys) > MAX_ATTRIBUTES:
+        raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
+    targets = _targets(keys)
+    if extra_known is not None:
+        # (a dotted name, DIRAC's Parameters.A, is known when its first part is: the job type checks the rest)
+        names = {t.partition(".")[0] for t in targets}
+        JobDescription(dict.fromkeys(names, []), source_format="jdl").check_known(extra_known)
+    return JobDescription(bounded(_attributes(ad, keys)), source_format="jdl", source_text=text)
+
+
+def _read_classad(text: str, tokens: list[tuple[str, str]]) -> Any:
+    """The ClassAd of a bounded JDL ``text`` (its ``tokens``), read by the bindings in the new syntax
+    or the old; refused unless it holds exactly the attributes the text defines."""
     classad = classad_module()
     quoted = _quote_dotted_names(text)
     try:
         ad = classad.parseOne(quoted)
     except Exception as e:  # the bindings raise several types
         raise DescriptionError(f"JDL does not parse as a ClassAd: {e}") from None
-    if len(ad) < _definitions(tokens) and tokens[0] != ("open", "["):
+    defined = _definitions(tokens)
+    if len(ad) < defined and tokens[0] != ("open", "["):
         try:  # old-style lines joined by ';' on one line: the library reads the first only
             ad = classad.parseOne(f"[{quoted}\n]")
         except Exception:  # (not new-style either: counted below)
             pass
     if len(ad) == 0 and text.strip():
         raise DescriptionError("JDL does not parse as a ClassAd (no attributes found)")
-    if len(ad) != _definitions(tokens):
+    if len(ad) != defined:
         raise DescriptionError(
-            f"JDL does not parse as one ClassAd: {_definitions(tokens)} attribute definitions, {len(ad)} read "
+            f"JDL does not parse as one ClassAd: {defined} attribute definitions, {len(ad)} read "
             "(an attribute given twice?)"
         )
-    keys = list(ad.keys())
-    if len(keys) > MAX_ATTRIBUTES:
-        raise DescriptionError(f"the job description has more than {MAX_ATTRIBUTES} attributes")
-    targets: dict[str, str] = {}  # jim name -> the JDL name that gives it
+    return ad
+
+
+def _targets(keys: list[str]) -> dict[str, str]:
+    """jim's name -> the JDL name that gives it; two JDL names that give the same one are refused
+    (but for the requirements, which every DIRAC requirement adds to)."""
+    targets: dict[str, str] = {}
     for key in keys:
         name = _jdl_name(key)
         target = "requirements" if name in JDL_REQUIREMENTS else JDL_RENAMED.get(name, name)
@@ -99,10 +117,12 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
         if target in targets and target != "requirements":
             raise DescriptionError(f"JDL attributes {shown(targets[target])} and {shown(key)} both give {target}")
         targets.setdefault(target, key)
-    if extra_known is not None:
-        # (a dotted name, DIRAC's Parameters.A, is known when its first part is: the job type checks the rest)
-        names = {t.partition(".")[0] for t in targets}
-        JobDescription(dict.fromkeys(names, []), source_format="jdl").check_known(extra_known)
+    return targets
+
+
+def _attributes(ad: Any, keys: list[str]) -> dict[str, list[Value]]:
+    """The description's attributes, under jim's names, from the JDL attributes ``keys`` of ``ad``:
+    ``Requirements`` as its ClassAd text, then DIRAC's requirements; every other value evaluated."""
     attrs: dict[str, list[Value]] = {}
     wanted: list[Value] = []
     for key in keys:
@@ -110,27 +130,37 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
         expr = str(ad.lookup(key))  # (bounded above: the unparser recurses through the tree)
         if name == "requirements":
             attrs.setdefault(name, []).insert(0, expr)
-            continue
-        if name == "splitter":
+        elif name == "splitter":
             attrs["jimtype"] = [_jdl_splitter(expr)]
-            continue
-        _jdl_constant(key, expr)
-        try:
-            value = ad.eval(key)
-        except Exception as e:
-            raise DescriptionError(f"JDL attribute {shown(key)} does not evaluate: {shown(expr)}", cause=e) from None
-        if isinstance(value, classad.Value):  # undefined or error (an IntEnum: never a number here)
-            raise DescriptionError(f"JDL attribute {shown(key)} is {value.name.lower()}: {shown(expr)}")
-        values = _jdl_values(key, value)
-        if name in JDL_REQUIREMENTS:
-            wanted.append(_jdl_requirement(key, name, values))
-        elif name == "jobtype" and not (len(values) == 1 and str(values[0]).lower() in GRAM_JOBTYPES):
-            attrs["diracjobtype"] = values
         else:
-            attrs[JDL_RENAMED.get(name, name)] = values
+            values = _evaluated(ad, key, expr)
+            if name in JDL_REQUIREMENTS:
+                wanted.append(_jdl_requirement(key, name, values))
+            else:
+                attrs[_target(name, values)] = values
     if wanted:
         attrs.setdefault("requirements", []).extend(wanted)
-    return JobDescription(bounded(attrs), source_format="jdl", source_text=text)
+    return attrs
+
+
+def _evaluated(ad: Any, key: str, expr: str) -> list[Value]:
+    """The values of JDL attribute ``key`` (its ClassAd text ``expr``): a constant, evaluated."""
+    _jdl_constant(key, expr)
+    try:
+        value = ad.eval(key)
+    except Exception as e:
+        raise DescriptionError(f"JDL attribute {shown(key)} does not evaluate: {shown(expr)}", cause=e) from None
+    if isinstance(value, classad_module().Value):  # undefined or error (an IntEnum: never a number here)
+        raise DescriptionError(f"JDL attribute {shown(key)} is {value.name.lower()}: {shown(expr)}")
+    return _jdl_values(key, value)
+
+
+def _target(name: str, values: list[Value]) -> str:
+    """jim's name for JDL attribute ``name`` with ``values``: DIRAC's renamed, and a ``JobType``
+    that is not one of GRAM's job types recorded as ``diracjobtype``."""
+    if name == "jobtype" and not (len(values) == 1 and str(values[0]).lower() in GRAM_JOBTYPES):
+        return "diracjobtype"
+    return JDL_RENAMED.get(name, name)
 
 
 def _definitions(tokens: list[tuple[str, str]]) -> int:
@@ -227,39 +257,50 @@ def _jdl_constant(key: str, expr: str) -> None:
 
 
 def _jdl_values(key: str, value: Any) -> list[Value]:
-    name = canonical(key)
+    """The values of JDL attribute ``key`` from its evaluated ``value``: a boolean as ``yes``/``no``,
+    a number as its text, a string (:func:`_string_values`), a list (:func:`_list_values`)."""
     if isinstance(value, bool):
         return ["yes" if value else "no"]
     if isinstance(value, (int, float)):
         return [str(value)]
     if isinstance(value, str):
-        if name == "arguments":
-            try:
-                return [*split_words(value)]
-            except ValueError as e:
-                raise DescriptionError(f"JDL Arguments: {e}") from None
-        if name == "environment":
-            try:
-                return [list(item.split("=", 1)) for item in split_words(value) if "=" in item]
-            except ValueError as e:
-                raise DescriptionError(f"JDL Environment: {e}") from None
-        return [value]
+        return _string_values(canonical(key), value)
     if isinstance(value, list):
-        if name == "environment":
-            out: list[Value] = []
-            for item in value:
-                s = str(item)
-                if "=" not in s:
-                    raise DescriptionError(f"JDL Environment entry {shown(s)} is not NAME=value")
-                out.append(list(s.split("=", 1)))
-            return out
-        values: list[Value] = []
-        for v in value:
-            if isinstance(v, list):
-                raise DescriptionError(f"JDL attribute {shown(key)}: a list inside a list")
-            values.extend(_jdl_values(key, v) if not isinstance(v, str) else [v])
-        return values
+        return _list_values(key, value)
     raise DescriptionError(f"JDL attribute {shown(key)}: unsupported value {shown(str(value))}")
+
+
+def _string_values(name: str, value: str) -> list[Value]:
+    """A JDL string: ``Arguments`` split into words as a shell would, ``Environment`` into its
+    ``NAME=value`` words as pairs (a word without ``=`` left out), any other one value."""
+    if name not in ("arguments", "environment"):
+        return [value]
+    try:
+        words = split_words(value)
+    except ValueError as e:
+        raise DescriptionError(f"JDL {'Arguments' if name == 'arguments' else 'Environment'}: {e}") from None
+    if name == "arguments":
+        return [*words]
+    return [list(item.split("=", 1)) for item in words if "=" in item]
+
+
+def _list_values(key: str, value: list[Any]) -> list[Value]:
+    """A JDL list: ``Environment`` entries as pairs, any other list flattened into values (no list in it)."""
+    if canonical(key) == "environment":
+        return [_environment_pair(str(item)) for item in value]
+    values: list[Value] = []
+    for v in value:
+        if isinstance(v, list):
+            raise DescriptionError(f"JDL attribute {shown(key)}: a list inside a list")
+        values.extend(_jdl_values(key, v) if not isinstance(v, str) else [v])
+    return values
+
+
+def _environment_pair(entry: str) -> Value:
+    """One ``NAME=value`` entry of a JDL ``Environment`` list as a (NAME value) pair."""
+    if "=" not in entry:
+        raise DescriptionError(f"JDL Environment entry {shown(entry)} is not NAME=value")
+    return list(entry.split("=", 1))
 
 
 #: A shell word's pieces: plain run, 'single', "double" (\" and \\ escaped), \x, blanks, a lone quote or \.

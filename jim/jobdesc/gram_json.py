@@ -1,4 +1,4 @@
-"""The GRAM module's JSON (:func:`parse_json`), and descriptions from attribute -> values pairs (:func:`from_mapping`).
+"""The GRAM module's JSON (:func:`parse_json`), and a description of any attribute -> values mapping.
 
 GRAM's job manager hands jim's GRAM module the description as a mapping from
 attribute to a list of values; the module writes it as a JSON object, which
@@ -37,6 +37,8 @@ def _norm_value(v: Any, where: str, depth: int = 1) -> Value:
 
 
 def from_mapping(data: Any, *, source_format: str = "json", source_text: str = "") -> JobDescription:
+    """The description of ``data``: attribute -> a value or a list of values (strings, numbers,
+    booleans, lists of them), held to the limits; ``source_format`` and ``source_text`` say whence."""
     if not isinstance(data, dict):
         raise DescriptionError("a JSON job description must be an object: attribute -> list of strings")
     if len(data) > MAX_ATTRIBUTES:
@@ -80,6 +82,7 @@ def _json_constant(text: str) -> Any:
 
 
 def parse_json(text: str) -> JobDescription:
+    """Parse the GRAM module's JSON (an object: attribute -> list of strings) into a JobDescription."""
     check_text(text, "JSON")
     _json_depth_ok(text)
     try:

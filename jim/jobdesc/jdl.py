@@ -4,7 +4,7 @@ A JDL file is read in the new ClassAd syntax (``[ A = 1; B = "x"; ]``) or the
 old one (one definition per line, or several joined by ``;``) by the ClassAd
 bindings (:func:`jim.classads.classad_module`), once the text is bounded
 (:func:`jim.jobdesc.classad_text.classad_tokens`).  Every value but
-``Requirements`` must be a constant.  DIRAC's names become jim's
+``Requirements`` and ``Splitter`` must be a constant.  DIRAC's names become jim's
 (:data:`JDL_RENAMED`, ``Splitter``, :data:`JDL_REQUIREMENTS`; docs/jdl.md has
 the whole table), and a string of ``Arguments`` or ``Environment`` is split
 into words as a shell would, without expansions (:func:`split_words`).
@@ -58,7 +58,7 @@ def parse_jdl(text: str, extra_known: Iterable[str] | None = None) -> JobDescrip
     parameter sequences (``Parameters.A = {...}``, which the ClassAd grammar
     lacks, are read as quoted names), RFC #7's ``Site``, ``BannedSite``,
     ``Platform``, ``CPUTime`` and ``Tags`` (added to the requirements) and
-    DIRAC's attributes with no meaning at a site (:data:`JDL_RECORDED`:
+    DIRAC's attributes with no meaning at a site (:data:`~jim.jobdesc.vocabulary.JDL_RECORDED`:
     accepted and recorded).
 
     The text is bounded (:func:`classad_tokens`) before the library sees it.

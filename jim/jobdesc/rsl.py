@@ -44,6 +44,9 @@ _RSL_PLAIN = re.compile(r"[^+&|()=<>!\"'^#$ \t\r\n\f\v]+")
 
 
 class _RslParser:
+    """A reader of one RSL text, by recursive descent: ``i`` is the position, ``subst`` the
+    ``rsl_substitution`` pairs read so far, ``env`` where HOME, LOGNAME and USER are found."""
+
     def __init__(self, text: str, env: dict[str, str]):
         self.s = text
         self.i = 0

@@ -15,8 +15,9 @@ HTCondor is asked:
   ``Schedd.act(JobAction.Remove, ids)``; **find by tag**: query and history by
   ``JimGridJob``; **free slots**: idle CPUs of unclaimed slots (collector).
 
-The bindings are imported lazily (``jim poll`` stays light), and every call
-goes through one seam, :meth:`CondorAdapter.schedd` (and :func:`collector`).
+The bindings are imported lazily, by :mod:`jim.classads` (``jim poll`` stays
+light), and every call goes through one seam, :meth:`CondorAdapter.schedd`
+(and :func:`collector`).
 When ``$JIM_CONDOR_FAKE`` names a module that declares
 ``JIM_CONDOR_FAKE_LAYER = True``, the seam asks its ``fake_schedd(adapter)``
 and ``fake_collector(pool)`` instead (tests only; logged as a warning; jim's
@@ -42,6 +43,7 @@ from typing import Any
 from jim.adapters.base import Adapter, batched
 from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
 from jim.adapters.options import AdapterOptions
+from jim.classads import classad_module, htcondor_module
 from jim.errors import BatchError, CancelError, ConfigError, QueryError, SubmitError
 from jim.jobid import local_tag
 from jim.states import Evidence, LocalState
@@ -138,10 +140,8 @@ def _check_requirements(req: str) -> None:
     if "\n" in req or "\r" in req:
         raise ConfigError("[batch] requirements must be a one-line ClassAd expression")
     if req.strip():
-        import classad2  # lazy: importing jim never loads the bindings
-
         try:
-            classad2.ExprTree(req)
+            classad_module().ExprTree(req)
         except Exception as e:
             raise ConfigError(f"[batch] requirements is not a ClassAd expression: {req!r} ({e})") from None
 
@@ -172,16 +172,12 @@ def collector(pool: str | None = None) -> Any:
     fake = fake_layer()
     if fake is not None:
         return fake.fake_collector(pool or None)
-    import htcondor2  # lazy: importing jim never loads the bindings
-
-    return htcondor2.Collector(pool or None)
+    return htcondor_module().Collector(pool or None)
 
 
 def _errors() -> tuple[type[BaseException], ...]:
     """What a call into the bindings may raise (their exception, and what wraps C-level failures)."""
-    import htcondor2  # lazy: importing jim never loads the bindings
-
-    return (htcondor2.HTCondorException, RuntimeError, OSError)
+    return (htcondor_module().HTCondorException, RuntimeError, OSError)
 
 
 def _one_line(e: BaseException) -> str:
@@ -227,9 +223,7 @@ def submit_text(value: str, *, what: str = "a submit value") -> str:
 
 def classad_string(value: str) -> str:
     """A ClassAd string literal for a ``My.X`` attribute (then made safe for the submit language)."""
-    import classad2  # lazy: importing jim never loads the bindings
-
-    return submit_text(classad2.quote(str(value)), what="an attribute value")
+    return submit_text(classad_module().quote(str(value)), what="an attribute value")
 
 
 # -- job ads ----------------------------------------------------------------------------------------------------------
@@ -352,15 +346,14 @@ class CondorAdapter(Adapter):
             if fake is not None:
                 self._schedd = fake.fake_schedd(self)
             else:
-                import htcondor2  # lazy: importing jim never loads the bindings
-
+                htcondor = htcondor_module()
                 if self.options.pool or self.options.schedd:
-                    ad = htcondor2.Collector(self.options.pool or None).locate(
-                        htcondor2.DaemonTypes.Schedd, self.options.schedd or None
+                    ad = htcondor.Collector(self.options.pool or None).locate(
+                        htcondor.DaemonTypes.Schedd, self.options.schedd or None
                     )
-                    self._schedd = htcondor2.Schedd(ad)
+                    self._schedd = htcondor.Schedd(ad)
                 else:
-                    self._schedd = htcondor2.Schedd()
+                    self._schedd = htcondor.Schedd()
         return self._schedd
 
     def _call(self, method: str, *args: Any, error: type[BatchError] = QueryError, **kwargs: Any) -> Any:
@@ -440,10 +433,8 @@ class CondorAdapter(Adapter):
     def submit_description(self, chunk: SubmitChunk, offset: int) -> Any:
         """The ``htcondor2.Submit`` of :meth:`description`, checked to hold exactly those commands
         (``Submit(dict)`` reads its values as lines of a submit file: the last line of defence)."""
-        import htcondor2  # lazy: importing jim never loads the bindings
-
         desc = self.description(chunk, offset)
-        sub = htcondor2.Submit(desc)
+        sub = htcondor_module().Submit(desc)
 
         def norm(k: str) -> str:  # "+X" is "My.X"; names ignore case
             return "my." + k[1:].lower() if k.startswith("+") else k.lower()
@@ -496,9 +487,7 @@ class CondorAdapter(Adapter):
 
     # -- status ---------------------------------------------------------------------------
     def constraint(self, extra: str = "") -> str:
-        import classad2  # lazy: importing jim never loads the bindings
-
-        base = f"JimGridJob =!= undefined && Owner == {classad2.quote(self.user)}"
+        base = f"JimGridJob =!= undefined && Owner == {classad_module().quote(self.user)}"
         return f"{base} && ({extra})" if extra else base
 
     def prepare_query(self) -> None:
@@ -538,20 +527,17 @@ class CondorAdapter(Adapter):
 
     def cancel_batch(self, units: Sequence[list[str]], grace: float) -> None:
         """One remove for these clusters' procs (the schedd gives them their vacate time)."""
-        import htcondor2  # lazy: importing jim never loads the bindings
-
-        self._call("act", htcondor2.JobAction.Remove, [b for unit in units for b in unit], error=CancelError)
+        self._call("act", htcondor_module().JobAction.Remove, [b for unit in units for b in unit], error=CancelError)
 
     # -- reconcile ------------------------------------------------------------------------
     def find_by_tag(self, grid_id: str, tags: list[str]) -> dict[str, str]:
-        import classad2  # lazy: importing jim never loads the bindings
-
+        classad = classad_module()
         wanted = set(tags)
-        constraint = self.constraint(f"JimGridJob == {classad2.quote(grid_id)}")
+        constraint = self.constraint(f"JimGridJob == {classad.quote(grid_id)}")
         ads = self._call("query", constraint=constraint, projection=PROJECTION)
         found = {tag: bid for tag, bid in _tags(ads) if tag in wanted}  # (a tag twice: the newest cluster)
         if wanted - set(found):
-            since = classad2.ExprTree(f"EnteredCurrentStatus < {int(time.time() - self.options.history_days * 86400)}")
+            since = classad.ExprTree(f"EnteredCurrentStatus < {int(time.time() - self.options.history_days * 86400)}")
             ads = self._call("history", constraint=constraint, projection=PROJECTION, match=-1, since=since)
             for tag, bid in _tags(ads):
                 if tag in wanted:
@@ -562,10 +548,8 @@ class CondorAdapter(Adapter):
     def free_slots(self) -> int | None:
         """Idle CPUs of the pool: the ``Cpus`` of its unclaimed, idle slots (None when unknown)."""
         try:
-            import htcondor2  # lazy: importing jim never loads the bindings
-
             pool, idle = collector(self.options.pool or None), 'State == "Unclaimed" && Activity == "Idle"'
-            ads = pool.query(htcondor2.AdTypes.Startd, constraint=idle, projection=["Name", "Cpus"])
+            ads = pool.query(htcondor_module().AdTypes.Startd, constraint=idle, projection=["Name", "Cpus"])
         except Exception as e:  # the pool's health is not ours to report here
             log.warning("cannot count HTCondor's free slots: %s", _one_line(e))
             return None

@@ -37,11 +37,10 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-import classad2
-
 from jim import __version__
 from jim.adapters import get_adapter
 from jim.adapters.condor import collector as collector_for
+from jim.classads import classad_module
 from jim.config import Config
 from jim.errors import JimError
 from jim.handlers import discover
@@ -114,7 +113,7 @@ def literal(value: Any) -> str:
             return f"{value:.1f}"
         return repr(value)
     if isinstance(value, str):
-        return classad2.quote(value)
+        return classad_module().quote(value)
     if isinstance(value, dict):
         return "[ " + "; ".join(f"{k} = {literal(v)}" for k, v in value.items()) + " ]"
     if isinstance(value, (list, tuple)):
@@ -127,11 +126,12 @@ def to_old(attrs: dict[str, Any]) -> str:
     return "".join(f"{k} = {literal(v)}\n" for k, v in sorted(attrs.items(), key=lambda kv: kv[0].lower()))
 
 
-def to_classad(attrs: dict[str, Any]) -> classad2.ClassAd:
+def to_classad(attrs: dict[str, Any]) -> Any:
     """A ``classad2.ClassAd`` (every value parsed from its literal, so both forms agree)."""
-    ad = classad2.ClassAd()
+    classad = classad_module()
+    ad = classad.ClassAd()
     for k, v in attrs.items():
-        ad[k] = classad2.ExprTree(literal(v))
+        ad[k] = classad.ExprTree(literal(v))
     return ad
 
 

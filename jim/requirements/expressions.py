@@ -1,8 +1,8 @@
 """ClassAd expressions and records in job requirements, and their evaluation against queues.
 
-The ClassAd bindings (``classad2`` from the ``htcondor`` wheel, else ``classad``) are imported
-lazily, when the first expression or record is parsed: never on import, so that a job without
-expressions does not pay for them.  The semantics are in ``docs/requirements.md``.
+The ClassAd bindings (:func:`jim.classads.classad_module`) are imported when the first
+expression or record is parsed: never on import, so that a job without expressions does not pay
+for them.  The semantics are in ``docs/requirements.md``.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jim.classads import classad_module
 from jim.errors import DescriptionError, InvalidAttribute
-from jim.jobdesc import classad_module, classad_tokens
+from jim.jobdesc.classad_text import classad_tokens
 from jim.requirements.resources import ResourceTree
 
-__all__ = ["InvalidRequirement", "QueueAds", "canonical_expression", "classad_module", "classad_record"]
+__all__ = ["InvalidRequirement", "QueueAds", "canonical_expression", "classad_record"]
 
 _EXPR_ATTR = "_jim_requirement"
 
@@ -29,7 +30,7 @@ def _one_line(text: str) -> str:
 
 def _bounded(text: str) -> list[tuple[str, str]]:
     """The tokens of a requirement's ClassAd text, refused when over jim's description limits
-    (:func:`jim.jobdesc.classad_tokens`): the library never sees an unbounded expression."""
+    (:func:`jim.jobdesc.classad_text.classad_tokens`): the library never sees an unbounded expression."""
     try:
         return classad_tokens(text, "requirement expression")
     except DescriptionError as exc:

@@ -22,13 +22,16 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+import jim
 from jim import web
 from jim.db import Database, validate
+from jim.errors import JimError
 from jim.jobid import new_job_id
 from jim.paths import Home
 from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
-from jim.status import status_json
+from jim.status import job_summary, status_json
+from jim.web import auth, pages
 
 EVIL_NAME = """<script>alert("name")</script> & 'quotes' "too" </td><img src=x onerror=alert(1)>"""
 EVIL_ARGS = ["<script>alert('arg')</script>", "a&b \"c\" 'd'", "&lt;already&gt; &amp;", "--x=</title><b>"]
@@ -296,11 +299,11 @@ def test_page_data_is_status_json(db):
     )
     job = db.read(job_id)
     full = status_json(job)
-    data, phases = web.job_summary(job)
+    data, phases = job_summary(job)
     assert data == {k: v for k, v in full.items() if k != "localJobs"}
     assert phases == phase_totals(full["localJobs"]) == [("gen", 500, 500, 2), ("sim", 250, 250, 1)]
     for el, lj in zip(job.root.find("localjobs"), full["localJobs"]):
-        row = web._row(el, time.time())
+        row = pages._row(el, time.time())
         assert {k: v for k, v in row.items() if k != "_elapsed"} == lj
 
 
@@ -427,7 +430,7 @@ def test_raw_record_stylesheet_and_index(db, client, home):
     assert "script-src 'self'" in headers["content-security-policy"]
     status, headers, body = client.get("/db/jim.xsl")
     assert status == 200 and headers["content-type"].startswith("text/xsl")
-    assert body == (Path(web.__file__).parent / "data" / "jim.xsl").read_bytes()
+    assert body == (Path(jim.__file__).parent / "data" / "jim.xsl").read_bytes()
     status, headers, body = client.get("/db/index.xml")
     assert body.startswith(
         b"<?xml version='1.0' encoding='UTF-8'?>\n<?xml-stylesheet type=\"text/xsl\" href=\"jim.xsl\"?>"
@@ -541,7 +544,7 @@ def test_requests_are_logged_to_jims_logger(db, client):
 def test_many_local_jobs_are_paged(db, client):
     job_id = record(db, n=1200, progress={k: {"sim": (k % 250, 250)} for k in range(0, 1200, 7)})
     page = client.ok(f"/jobs/{job_id}")
-    assert len(re.findall(r'<tr class="localjob"', page)) == web.LOCAL_PER_PAGE
+    assert len(re.findall(r'<tr class="localjob"', page)) == pages.LOCAL_PER_PAGE
     assert text_of(page, "local-count") == "1200"
     assert text_of(page, "page") == "page 1 of 3"
     last = client.ok(f"/jobs/{job_id}?page=3")
@@ -783,23 +786,23 @@ def test_proxy_secret_file_must_be_private_and_ours(tmp_path):
     good = tmp_path / "secret"
     good.write_text("a-long-enough-shared-secret\n")
     good.chmod(0o600)
-    assert web.read_secret(str(good)) == "a-long-enough-shared-secret"
+    assert auth.read_secret(str(good)) == "a-long-enough-shared-secret"
     loose = tmp_path / "loose"
     loose.write_text("a-long-enough-shared-secret\n")
     loose.chmod(0o640)
-    with pytest.raises(web.JimError, match="chmod 600"):
-        web.read_secret(str(loose))
+    with pytest.raises(JimError, match="chmod 600"):
+        auth.read_secret(str(loose))
     link = tmp_path / "link"
     link.symlink_to(good)
-    with pytest.raises(web.JimError, match="symbolic link"):
-        web.read_secret(str(link))
+    with pytest.raises(JimError, match="symbolic link"):
+        auth.read_secret(str(link))
     short = tmp_path / "short"
     short.write_text("abc\n")
     short.chmod(0o600)
-    with pytest.raises(web.JimError, match="16 to"):
-        web.read_secret(str(short))
-    with pytest.raises(web.JimError, match="not a regular file"):
-        web.read_secret(str(tmp_path))
+    with pytest.raises(JimError, match="16 to"):
+        auth.read_secret(str(short))
+    with pytest.raises(JimError, match="not a regular file"):
+        auth.read_secret(str(tmp_path))
 
 
 def test_site_instance_refuses_requests_without_the_secret(db):

@@ -31,7 +31,7 @@ from jim.paths import Home
 from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
 from jim.status import job_summary, status_json
-from jim.web import auth, pages
+from jim.web import auth, command, pages
 
 EVIL_NAME = """<script>alert("name")</script> & 'quotes' "too" </td><img src=x onerror=alert(1)>"""
 EVIL_ARGS = ["<script>alert('arg')</script>", "a&b \"c\" 'd'", "&lt;already&gt; &amp;", "--x=</title><b>"]
@@ -620,6 +620,24 @@ def test_jim_serve_survives_dropped_connections(jim_env):
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def test_url_file_is_private_and_never_written_through_a_link(tmp_path):
+    home = Home(tmp_path / "jimhome")
+    home.root.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("not yours\n")
+    (home.root / "serve.url").symlink_to(victim)
+    path = command._write_url_file(home, "http://127.0.0.1:1/?token=abc")
+    assert path == home.root / "serve.url" and not path.is_symlink()
+    assert path.read_text() == "http://127.0.0.1:1/?token=abc\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert victim.read_text() == "not yours\n"
+    assert sorted(p.name for p in home.root.iterdir()) == ["serve.url"]  # no temporary file left
+    command._remove_url_file(path, "http://127.0.0.1:2/?token=other")  # another server's URL: kept
+    assert path.exists()
+    command._remove_url_file(path, "http://127.0.0.1:1/?token=abc")
+    assert not path.exists()
 
 
 def test_jim_serve_port_in_use(jim_env):

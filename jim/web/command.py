@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 from jim.config import Config
 from jim.errors import JimError
 from jim.paths import Home
-from jim.safeio import read_regular
+from jim.safeio import atomic_write, read_regular
 from jim.web.auth import ACCOUNT, DEFAULT_HOMES, URL_FILE, USER_HEADER, home_pattern, read_secret
 from jim.web.server import DEFAULT_HOST, DEFAULT_PORT, JimServer, SiteJimServer, UnixJimServer, WebServer
 
@@ -173,19 +173,9 @@ def _announce(server: WebServer, home: Home, options: ServeOptions) -> Path | No
 def _write_url_file(home: Home, url: str) -> Path:
     """``$JIM_HOME/serve.url``: the URL with the token, 0600, replaced atomically (never through a link)."""
     home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    final = home.root / URL_FILE
-    tmp = home.root / f".{URL_FILE}.{os.getpid()}.tmp"
-    try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, (url + "\n").encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
-    return final
+    path = home.root / URL_FILE
+    atomic_write(path, url + "\n", mode=0o600, sync=False)  # (lost in a crash with the server it names)
+    return path
 
 
 def _remove_url_file(path: Path, url: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html.parser
 import http.client
 import json
+import os
 import re
 import signal
 import socket
@@ -31,7 +32,7 @@ from jim.paths import Home
 from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
 from jim.status import job_summary, status_json
-from jim.web import auth, command, pages
+from jim.web import ServeOptions, auth, command, pages
 
 EVIL_NAME = """<script>alert("name")</script> & 'quotes' "too" </td><img src=x onerror=alert(1)>"""
 EVIL_ARGS = ["<script>alert('arg')</script>", "a&b \"c\" 'd'", "&lt;already&gt; &amp;", "--x=</title><b>"]
@@ -640,6 +641,31 @@ def test_url_file_is_private_and_never_written_through_a_link(tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "euid", "message"),
+    [
+        (ServeOptions(site=True, socket_path=""), 0, "not with --socket"),
+        (ServeOptions(secret_file="/etc/jim/serve.secret"), 0, "--proxy-secret-file is for jim serve --site"),
+        (ServeOptions(site=True, secret_file="/s"), 1000, "runs as root"),
+        (ServeOptions(site=True), 0, "needs --proxy-secret-file"),
+        (ServeOptions(site=True, secret_file="/s", homes="/var/lib/jim"), 0, "must be an absolute path"),
+        (ServeOptions(site=True, secret_file="/s", homes="{user}/jim"), 0, "must be an absolute path"),
+        (ServeOptions(site=True, secret_file="/s", user_header="X Remote User"), 0, "is not a header name"),
+    ],
+)
+def test_serve_options_that_do_not_go_together(monkeypatch, options, euid, message):
+    monkeypatch.setattr(command.os, "geteuid", lambda: euid)
+    with pytest.raises(JimError, match=message):
+        command.check(options)
+
+
+def test_serve_options_that_do():
+    command.check(ServeOptions())
+    command.check(ServeOptions(socket_path=""))
+    if os.geteuid() == 0:
+        command.check(ServeOptions(site=True, secret_file="/s", homes="/var/lib/jim/{user}", user_header="X-User"))
+
+
 def test_jim_serve_port_in_use(jim_env):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -656,6 +682,15 @@ def test_jim_serve_port_in_use(jim_env):
 
 ALL_ROUTES = ("/", "/api/jobs", "/jobs/{id}", "/api/jobs/{id}", "/db/{id}.xml", "/db/index.xml", "/db/jim.xsl")
 ALL_ROUTES += ("/static/jim.css", "/nope", "/jobs/{id}?state=FAILED", "/jobs/{id}/0", "/jobs/{id}?retried=1")
+ALL_ROUTES += ("/db/{id}.html", "/db/index.html")
+
+
+def test_the_403_tests_reach_every_route():
+    """A new route is checked for 403 too: every pattern of the route table is among ALL_ROUTES."""
+    job_id = new_job_id(T0)
+    paths = {p.format(id=job_id).partition("?")[0] for p in ALL_ROUTES}
+    for pattern, page in pages.ROUTES:
+        assert any(pattern.fullmatch(p) for p in paths), (pattern.pattern, page.__name__)
 
 
 def test_without_the_token_every_route_is_403(db, server):

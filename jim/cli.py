@@ -663,17 +663,19 @@ def cmd_advertise(config: Config, args: Any, out: None) -> int:
 
 
 def cmd_serve(config: Config, args: Any, out: None) -> int:
-    from jim.web import serve  # (lazy: not poll's)
+    from jim.web import ServeOptions, serve  # (lazy: not poll's)
 
     return serve(
         config,
-        host=args.host,
-        port=args.port,
-        socket_path=args.socket,
-        site=args.site,
-        secret_file=args.proxy_secret_file,
-        homes=args.homes,
-        user_header=args.user_header,
+        ServeOptions(
+            host=args.host,
+            port=args.port,
+            socket_path=args.socket,
+            site=args.site,
+            secret_file=args.proxy_secret_file,
+            homes=args.homes,
+            user_header=args.user_header,
+        ),
     )
 
 

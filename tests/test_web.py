@@ -10,6 +10,7 @@ from __future__ import annotations
 import html.parser
 import http.client
 import json
+import os
 import re
 import signal
 import socket
@@ -22,13 +23,16 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+import jim
 from jim import web
 from jim.db import Database, validate
+from jim.errors import JimError
 from jim.jobid import new_job_id
 from jim.paths import Home
 from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
-from jim.status import status_json
+from jim.status import job_summary, status_json
+from jim.web import ServeOptions, auth, command, pages
 
 EVIL_NAME = """<script>alert("name")</script> & 'quotes' "too" </td><img src=x onerror=alert(1)>"""
 EVIL_ARGS = ["<script>alert('arg')</script>", "a&b \"c\" 'd'", "&lt;already&gt; &amp;", "--x=</title><b>"]
@@ -296,11 +300,11 @@ def test_page_data_is_status_json(db):
     )
     job = db.read(job_id)
     full = status_json(job)
-    data, phases = web.job_summary(job)
+    data, phases = job_summary(job)
     assert data == {k: v for k, v in full.items() if k != "localJobs"}
     assert phases == phase_totals(full["localJobs"]) == [("gen", 500, 500, 2), ("sim", 250, 250, 1)]
     for el, lj in zip(job.root.find("localjobs"), full["localJobs"]):
-        row = web._row(el, time.time())
+        row = pages._row(el, time.time())
         assert {k: v for k, v in row.items() if k != "_elapsed"} == lj
 
 
@@ -427,7 +431,7 @@ def test_raw_record_stylesheet_and_index(db, client, home):
     assert "script-src 'self'" in headers["content-security-policy"]
     status, headers, body = client.get("/db/jim.xsl")
     assert status == 200 and headers["content-type"].startswith("text/xsl")
-    assert body == (Path(web.__file__).parent / "data" / "jim.xsl").read_bytes()
+    assert body == (Path(jim.__file__).parent / "data" / "jim.xsl").read_bytes()
     status, headers, body = client.get("/db/index.xml")
     assert body.startswith(
         b"<?xml version='1.0' encoding='UTF-8'?>\n<?xml-stylesheet type=\"text/xsl\" href=\"jim.xsl\"?>"
@@ -541,7 +545,7 @@ def test_requests_are_logged_to_jims_logger(db, client):
 def test_many_local_jobs_are_paged(db, client):
     job_id = record(db, n=1200, progress={k: {"sim": (k % 250, 250)} for k in range(0, 1200, 7)})
     page = client.ok(f"/jobs/{job_id}")
-    assert len(re.findall(r'<tr class="localjob"', page)) == web.LOCAL_PER_PAGE
+    assert len(re.findall(r'<tr class="localjob"', page)) == pages.LOCAL_PER_PAGE
     assert text_of(page, "local-count") == "1200"
     assert text_of(page, "page") == "page 1 of 3"
     last = client.ok(f"/jobs/{job_id}?page=3")
@@ -619,6 +623,49 @@ def test_jim_serve_survives_dropped_connections(jim_env):
         proc.communicate(timeout=10)
 
 
+def test_url_file_is_private_and_never_written_through_a_link(tmp_path):
+    home = Home(tmp_path / "jimhome")
+    home.root.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("not yours\n")
+    (home.root / "serve.url").symlink_to(victim)
+    path = command._write_url_file(home, "http://127.0.0.1:1/?token=abc")
+    assert path == home.root / "serve.url" and not path.is_symlink()
+    assert path.read_text() == "http://127.0.0.1:1/?token=abc\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert victim.read_text() == "not yours\n"
+    assert sorted(p.name for p in home.root.iterdir()) == ["serve.url"]  # no temporary file left
+    command._remove_url_file(path, "http://127.0.0.1:2/?token=other")  # another server's URL: kept
+    assert path.exists()
+    command._remove_url_file(path, "http://127.0.0.1:1/?token=abc")
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "euid", "message"),
+    [
+        (ServeOptions(site=True, socket_path=""), 0, "not with --socket"),
+        (ServeOptions(secret_file="/etc/jim/serve.secret"), 0, "--proxy-secret-file is for jim serve --site"),
+        (ServeOptions(site=True, secret_file="/s"), 1000, "runs as root"),
+        (ServeOptions(site=True), 0, "needs --proxy-secret-file"),
+        (ServeOptions(site=True, secret_file="/s", homes="/var/lib/jim"), 0, "must be an absolute path"),
+        (ServeOptions(site=True, secret_file="/s", homes="{user}/jim"), 0, "must be an absolute path"),
+        (ServeOptions(site=True, secret_file="/s", user_header="X Remote User"), 0, "is not a header name"),
+    ],
+)
+def test_serve_options_that_do_not_go_together(monkeypatch, options, euid, message):
+    monkeypatch.setattr(command.os, "geteuid", lambda: euid)
+    with pytest.raises(JimError, match=message):
+        command.check(options)
+
+
+def test_serve_options_that_do():
+    command.check(ServeOptions())
+    command.check(ServeOptions(socket_path=""))
+    if os.geteuid() == 0:
+        command.check(ServeOptions(site=True, secret_file="/s", homes="/var/lib/jim/{user}", user_header="X-User"))
+
+
 def test_jim_serve_port_in_use(jim_env):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -635,6 +682,15 @@ def test_jim_serve_port_in_use(jim_env):
 
 ALL_ROUTES = ("/", "/api/jobs", "/jobs/{id}", "/api/jobs/{id}", "/db/{id}.xml", "/db/index.xml", "/db/jim.xsl")
 ALL_ROUTES += ("/static/jim.css", "/nope", "/jobs/{id}?state=FAILED", "/jobs/{id}/0", "/jobs/{id}?retried=1")
+ALL_ROUTES += ("/db/{id}.html", "/db/index.html")
+
+
+def test_the_403_tests_reach_every_route():
+    """A new route is checked for 403 too: every pattern of the route table is among ALL_ROUTES."""
+    job_id = new_job_id(T0)
+    paths = {p.format(id=job_id).partition("?")[0] for p in ALL_ROUTES}
+    for pattern, page in pages.ROUTES:
+        assert any(pattern.fullmatch(p) for p in paths), (pattern.pattern, page.__name__)
 
 
 def test_without_the_token_every_route_is_403(db, server):
@@ -783,23 +839,23 @@ def test_proxy_secret_file_must_be_private_and_ours(tmp_path):
     good = tmp_path / "secret"
     good.write_text("a-long-enough-shared-secret\n")
     good.chmod(0o600)
-    assert web.read_secret(str(good)) == "a-long-enough-shared-secret"
+    assert auth.read_secret(str(good)) == "a-long-enough-shared-secret"
     loose = tmp_path / "loose"
     loose.write_text("a-long-enough-shared-secret\n")
     loose.chmod(0o640)
-    with pytest.raises(web.JimError, match="chmod 600"):
-        web.read_secret(str(loose))
+    with pytest.raises(JimError, match="chmod 600"):
+        auth.read_secret(str(loose))
     link = tmp_path / "link"
     link.symlink_to(good)
-    with pytest.raises(web.JimError, match="symbolic link"):
-        web.read_secret(str(link))
+    with pytest.raises(JimError, match="symbolic link"):
+        auth.read_secret(str(link))
     short = tmp_path / "short"
     short.write_text("abc\n")
     short.chmod(0o600)
-    with pytest.raises(web.JimError, match="16 to"):
-        web.read_secret(str(short))
-    with pytest.raises(web.JimError, match="not a regular file"):
-        web.read_secret(str(tmp_path))
+    with pytest.raises(JimError, match="16 to"):
+        auth.read_secret(str(short))
+    with pytest.raises(JimError, match="not a regular file"):
+        auth.read_secret(str(tmp_path))
 
 
 def test_site_instance_refuses_requests_without_the_secret(db):

@@ -13,13 +13,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import time
 
 import pytest
 import test_web_browser
+from lxml import etree
 from test_web import EVIL_ARGS, EVIL_NAME, Client, Elements, client, db, home, record, server, text_of  # noqa: F401 (fixtures)
 from test_web_browser import Page, chromium, mc_rsl, served  # noqa: F401 (fixtures)
 
 from jim import web
+from jim.web.render import Renderer
 
 
 def test_record_page_rendered_on_the_server(db, client, home):
@@ -66,7 +69,7 @@ def test_record_page_rendered_on_the_server(db, client, home):
 
 def test_index_page_rendered_on_the_server_links_to_rendered_records(db, client):
     a = record(db, name="first", n=1, states=["DONE"])
-    b = record(db, name="second <b>x</b>", n=2, created=web.time.time())
+    b = record(db, name="second <b>x</b>", n=2, created=time.time())
     status, headers, body = client.get("/db/index.html")
     assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
     page = body.decode()
@@ -157,10 +160,10 @@ def test_the_renderer_may_read_nothing(tmp_path):
         f'<xsl:template match="/"><html><body><xsl:copy-of select="document(\'{secret.as_uri()}\')"/></body></html>'
         "</xsl:template></xsl:stylesheet>"
     ).encode()
-    renderer = web.Renderer(xsl)
+    renderer = Renderer(xsl)
     try:
         body, _ = renderer.render(b"<gridjob/>")
-    except web.etree.XSLTApplyError:
+    except etree.XSLTApplyError:
         return
     assert b"TOP-SECRET-CONTENT" not in body
 

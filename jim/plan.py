@@ -75,6 +75,7 @@ def make_plan(
         raise PlanError(f"the plan has {plan.n} local jobs, over the site's limit of {config.site.max_local_jobs}")
     check_input_files(desc, config.site.max_input_bytes)  # (after the plan: a parametric job's are expanded)
     check_output_patterns(desc)
+    check_output_tar_value(desc)
     _record_queue(plan, choice)
     commands = [handler.getCommandAndArguments(desc, plan, s) for s in plan.slices]
     for argv in commands:
@@ -355,3 +356,14 @@ def check_output_patterns(desc: JobDescription) -> None:
             )
         if ".." in p.split("/"):
             raise InvalidAttribute(f"outputs pattern {shown} holds '..': patterns stay where the job runs")
+
+
+def check_output_tar_value(desc: JobDescription) -> None:
+    """At submit: ``outputtar``, when given, one non-empty path (where it may be is checked when it is
+    resolved, :func:`jim.outputs.resolve_user_paths`); else :class:`InvalidAttribute` (134)."""
+    if "outputtar" not in desc.attrs:
+        return
+    values = desc.attrs["outputtar"]
+    if len(values) != 1 or not isinstance(values[0], str) or not values[0].strip():
+        given = " ".join(v if isinstance(v, str) else f"({' '.join(map(str, v))})" for v in values)
+        raise InvalidAttribute(f"outputtar takes one path of a .tar.gz file, got {shown(given)}")

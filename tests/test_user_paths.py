@@ -184,3 +184,15 @@ def test_another_accounts_links_in_a_shared_directory_redirect_nothing(unix_user
         assert not path.is_symlink() and path.read_text() == text
         assert (path.stat().st_uid, stat.S_IMODE(path.stat().st_mode)) == (alice.uid, 0o600)
     assert (shared / "o.tar.gz").stat().st_uid == alice.uid and not (shared / "o.tar.gz").is_symlink()
+
+
+@pytest.mark.parametrize("value", ['""', "(a.tar.gz b.tar.gz)", "a.tar.gz b.tar.gz", "(a.tar.gz)"])
+def test_an_outputtar_that_is_not_one_path_is_refused(jim_env, value):
+    """Empty, a list, or two values: refused with 134 and a one-line reason; nothing recorded."""
+    jobs = jim_env.job_ids()
+    out = jim_env.protocol("submit", "--rsl", f"&(executable=/bin/true)(outputtar={value})")
+    assert out.get("ERROR") == "134", out
+    assert "outputtar takes one path" in out["MESSAGE"] and "\n" not in out["MESSAGE"]
+    assert jim_env.job_ids() == jobs
+    dry = jim_env.run("plan", "--dry-run", "--rsl", f"&(executable=/bin/true)(outputtar={value})")
+    assert dry.returncode == 1 and "outputtar takes one path" in dry.stderr

@@ -111,6 +111,16 @@ def test_dirac_multi_parameter_jdl_plans_as_dirac_expects(jim_env, tmp_path):
     assert "different length of parameter vectors" in plan_error(jim_env, tmp_path, DIRAC_MULTI_BAD)
 
 
+def test_percent_n_is_padded_as_dirac_pads_it_and_split_id_as_the_rfc(jim_env, tmp_path):
+    """DIRAC's %n: the width of the last index (10 jobs: 0..9); $SplitID: the width of N (00..09)."""
+    jdl = '[ Executable = "/bin/echo"; Arguments = "%n $SplitID"; JobName = "j_%n"; Parameters = 10; ]'
+    plan = plan_json(jim_env, tmp_path, jdl)
+    assert [j["argv"][1:] for j in plan["jobs"]] == [[str(k), f"{k:02d}"] for k in range(10)]
+    assert [j["slice"]["jobname"] for j in plan["jobs"]][-1] == "j_9"
+    eleven = plan_json(jim_env, tmp_path, jdl.replace("Parameters = 10", "Parameters = 11"))
+    assert [j["argv"][1] for j in eleven["jobs"]] == [f"{k:02d}" for k in range(11)]
+
+
 def test_dotted_names_parse_as_jdl():
     d = parse_jdl(DIRAC_MULTI)
     assert d.attrs["parameters.B"] == ["a", "b", "c"]

@@ -62,7 +62,9 @@ Every string in every attribute (nested lists included) is expanded once:
 * DIRAC's own placeholders are interpreted only when the caller asks
   (``percent=True``: jim does for a JDL description, DIRAC's own language):
   ``%s`` is the unnamed value, ``%(name)s`` the value of sequence ``name``,
-  ``%n`` the ``SplitID``; any other ``%`` is kept as written.  Otherwise they
+  ``%n`` the index zero-padded as DIRAC pads it, to the width of the last
+  index (N-1: N=10 gives ``0``..``9``, N=100 ``00``..``99``; ``SplitID`` keeps
+  the RFC's width of N); any other ``%`` is kept as written.  Otherwise they
   pass through as text.
 
 Attribute names are matched the GRAM way: case-insensitively and ignoring
@@ -124,6 +126,8 @@ _INT = re.compile(r"[+-]?[0-9]+\Z")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 _PLACEHOLDER = re.compile(r"\$(?:(\$)|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*)|(\{))")
 #: The ``$`` placeholders and DIRAC's own ``%s``, ``%n``, ``%(name)s`` (a JDL description's).
+#: Where DIRAC's ``%n`` is in a child's lookup (not a name a ``$`` placeholder can reach).
+_DIRAC_N = "%n"
 _PLACEHOLDER_OR_PERCENT = re.compile(_PLACEHOLDER.pattern + r"|%(?:(s)|(n)|\(([A-Za-z_][A-Za-z0-9_]*)\)s)")
 
 
@@ -247,6 +251,7 @@ def expand_jobs(
     n = lengths.pop() if lengths else 1
     base = _strip_parameter_attributes(description)
     width = len(str(n))
+    dirac_width = len(str(max(n - 1, 0)))  # (DIRAC's %n: the width of the last index, not of N)
     jobs = []
     for k in range(n):
         split_id = str(k).zfill(width)
@@ -254,6 +259,7 @@ def expand_jobs(
         named = tuple((s.name, s.values[k]) for s in sequences if s.name is not None)
         own = _job_variables(k, split_id, source, parameter, named)
         lookup = {name.lower(): value for name, value in {**extra, **own}.items()}
+        lookup[_DIRAC_N] = str(k).zfill(dirac_width)
         expanded: dict[str, list[Value]] = {
             attr: [_expand(attr, v, lookup, percent) for v in _values_of(attr, vals)] for attr, vals in base.items()
         }
@@ -527,7 +533,7 @@ def _substitute(text: str, lookup: Mapping[str, str], percent: bool = False) -> 
         dollar, braced, bare, unterminated, *dirac = match.groups()
         if any(d is not None for d in dirac):
             p_s, p_n, p_name = dirac
-            key = "parameter" if p_s else "splitid" if p_n else f"parameter.{p_name.lower()}"
+            key = "parameter" if p_s else _DIRAC_N if p_n else f"parameter.{p_name.lower()}"
             if key not in lookup:
                 raise ValueError(f"unresolved placeholder {match.group()} in {text!r}")
             return lookup[key]

@@ -15,6 +15,7 @@ import pytest
 
 from jim import background, worker
 from jim.config import parse
+from jim.adapters.model import Limits
 from jim.db import Database
 from jim.errors import DescriptionError, GramError
 from jim.jobdesc import MAX_MEMORY_MB, parse_rsl
@@ -186,11 +187,11 @@ def _spied_worker(tmp_path, monkeypatch, rsl: str):
     monkeypatch.setattr(background, "start_monitor", lambda home: None)
     db = Database(Home(config.home))
     fake = FakeAdapter(db.home)
-    seen: list[dict] = []
+    seen: list[Limits] = []
     submit_group = fake.submit_group
 
     def spy(chunk, group):
-        seen.append(dict(chunk.limits))
+        seen.append(chunk.limits)
         return submit_group(chunk, group)
 
     monkeypatch.setattr(fake, "submit_group", spy)
@@ -202,7 +203,7 @@ def test_the_worker_hands_the_converted_limits_to_the_adapter(tmp_path, monkeypa
         tmp_path, monkeypatch, EXE + "(count=2)(maxwalltime=10)(maxmemory=2048)(maxcputime=90)(project=d0)"
     )
     worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
-    assert seen == [{"wall_seconds": 600, "memory_mb": 2048, "cpu_seconds": 5400, "project": "d0"}]
+    assert seen == [Limits(wall_seconds=600, memory_mb=2048, cpu_seconds=5400, project="d0")]
     assert {lj.state for lj in db.read(job_id).local_jobs()} == {LocalState.QUEUED}
 
 
@@ -217,5 +218,5 @@ def test_a_record_from_before_the_checks_is_submitted_without_its_bad_limits(tmp
             if attr.get("name") == "maxmemory":
                 attr[0].text = "2GB"
     worker.submit_pending(Site(config, db=db, adapter=fake), job_id)
-    assert seen == [{"wall_seconds": 600}]
+    assert seen == [Limits(wall_seconds=600)]
     assert {lj.state for lj in db.read(job_id).local_jobs()} == {LocalState.QUEUED}

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from jim import background, worker
-from jim.config import parse
 from jim.adapters.model import Limits
+from jim.config import parse
 from jim.db import Database
 from jim.errors import DescriptionError, GramError
 from jim.jobdesc import MAX_MEMORY_MB, parse_rsl

@@ -33,7 +33,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from jim.arc.backend import DEFAULT_HOME_PATTERN, DEFAULT_TIMEOUT, own_jim_command
+from jim.arc.options import DEFAULT_HOME_PATTERN, DEFAULT_TIMEOUT, own_jim_command
 
 #: Every file jim arc-install writes holds this line; --uninstall removes only such files.
 MARKER = "jim: installed by jim arc-install"

@@ -74,6 +74,7 @@ LAYERS = {
         "jim.web",
         "jim.doctor",
         "jim.advertise",
+        "jim.rootfiles",
         "jim.gram*",
         # the ARC CE's front end: every step, whoever runs it (see jim/arc/__init__.py)
         "jim.arc",

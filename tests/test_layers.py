@@ -75,7 +75,11 @@ LAYERS = {
         "jim.doctor",
         "jim.advertise",
         "jim.rootfiles",
-        "jim.gram*",
+        # the GRAM5 front end's installer (jim.pm, the Perl module, is data)
+        "jim.gram",
+        "jim.gram.__main__",
+        "jim.gram.install",
+        "jim.gram.rvf",
         # the ARC CE's front end: every step, whoever runs it (see jim/arc/__init__.py)
         "jim.arc",
         "jim.arc.options",

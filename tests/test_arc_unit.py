@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,7 +22,11 @@ from pathlib import Path
 import pytest
 
 from jim.arc import grami
+from jim.arc.diag import accounting, diag_text
 from jim.arc.install import MARKER
+from jim.arc.options import BackendError, Options, expand_home, parse_config
+from jim.arc.owners import ArcJob, jobs_in_lrms
+from jim.arc.scan import finish, lrms_done_line
 from jim.errors import DescriptionError
 
 from support.env import REPO
@@ -229,6 +235,8 @@ def test_submit_scan_and_cancel_steps(jim_env, tmp_path):
 
     proc = _scan_until_done(cfg, controldir, ["arc1"])
     assert (controldir / "job.arc1.lrms_done").read_text().split()[0] == "3", proc.stderr
+    assert stat.S_IMODE((controldir / "job.arc1.lrms_done").stat().st_mode) == 0o600
+    assert not [p for p in controldir.iterdir() if p.name.startswith(".")]  # (no temporary file left)
     diag = (tmp_path / "session" / "arc1.diag").read_text()
     assert "exitcode=3" in diag and "Processors=1" in diag and "LRMSStartTime=" in diag, (diag, proc.stderr)
     assert re.search(r"^WallTime=\d+s$", diag, re.M) and re.search(r"^LRMSEndTime=\d{14}Z$", diag, re.M), diag
@@ -367,8 +375,6 @@ def test_scan_acts_as_each_owner(unix_users):
 
 def test_scan_ignores_what_it_must_not_touch(tmp_path):
     """No localid yet, lrms_done already there, another state, a symlinked .local: only a4 is jim's to poll."""
-    from jim.arc.backend import jobs_in_lrms
-
     cdir = tmp_path / "control"
     (cdir / "processing").mkdir(parents=True)
     for arc_id, state, local in (
@@ -383,6 +389,88 @@ def test_scan_ignores_what_it_must_not_touch(tmp_path):
     (cdir / "processing" / "job.a5.status").write_text("INLRMS")
     (cdir / "job.a5.local").symlink_to(cdir / "job.a4.local")
     assert [j.arc_id for j in jobs_in_lrms(str(cdir))] == ["a4"]
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ({"JOB_STATE": "DONE", "EXIT_CODE": 0}, (0, "0")),
+        ({"JOB_STATE": "DONE"}, (0, "0")),
+        ({"JOB_STATE": "DONE", "EXIT_CODE": 3}, (3, "3 jim: the job ended with exit code 3")),
+        ({"JOB_STATE": "FAILED", "EXIT_CODE": 2, "MESSAGE": "two\nlines"}, (2, "2 two lines")),
+        ({"JOB_STATE": "FAILED"}, (-1, "-1 failed in jim")),
+        ({"ERROR": 156, "MESSAGE": "unknown"}, (-1, "-1 job L1 unknown to jim")),
+        ({"JOB_STATE": "ACTIVE"}, None),
+        ({"ERROR": 47, "MESSAGE": "bad home"}, None),
+    ],
+)
+def test_lrms_done_line_of_each_answer(answer, expected):
+    assert lrms_done_line("L1", answer) == expected
+
+
+def test_lrms_done_is_written_whole_with_mode_0600_whatever_the_umask(tmp_path):
+    job = ArcJob("a1", str(tmp_path), "INLRMS", str(tmp_path / "job.a1.local"), 0, 0, "L1", "")
+    old = os.umask(0o022)
+    try:
+        finish(job, "3 jim: the job ended with exit code 3")
+    finally:
+        os.umask(old)
+    done = tmp_path / "job.a1.lrms_done"
+    assert done.read_text() == "3 jim: the job ended with exit code 3\n"
+    assert stat.S_IMODE(done.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["job.a1.lrms_done"]  # (no temporary file left)
+
+
+def test_accounting_from_local_job_rows():
+    rows = [
+        {"started": "2026-01-01T10:00:00.000Z", "ended": "2026-01-01T10:01:40.000Z", "node": "n1"},
+        {"submitted": "2026-01-01T09:59:00.000Z", "ended": "2026-01-01T10:00:00.000Z", "host": "n2"},
+        {"started": "2026-01-01T10:05:00.000Z", "ended": "2026-01-01T10:04:00.000Z", "node": "n1"},
+        {"started": "2026-01-01T10:06:00.000Z", "node": "bad\nnode"},
+        {"ended": "2026-01-01T11:00:00.000Z", "node": "never-ran"},
+    ]
+    assert accounting(rows) == [
+        ("WallTime", "160s"),  # (100 s + 60 s; an end before its start is no end)
+        ("Processors", "4"),
+        ("LRMSStartTime", "20260101095900Z"),
+        ("LRMSEndTime", "20260101100140Z"),
+        ("nodename", "n1"),
+        ("nodename", "n2"),
+    ]
+    assert accounting([{"node": "n1"}]) == []
+    assert diag_text(3, accounting(rows[:1])).splitlines() == [
+        "exitcode=3", "WallTime=100s", "Processors=1", "LRMSStartTime=20260101100000Z",
+        "LRMSEndTime=20260101100140Z", "nodename=n1",
+    ]  # fmt: skip
+
+
+def test_runtime_options_read_and_checked(tmp_path):
+    blocks = parse_config('# c\nfirst=1\n[custom:jim]\njim_home = "~/x"\njim_home=~/.jim-arc\n[queue:short]\n')
+    assert blocks == {"": {"first": "1"}, "custom:jim": {"jim_home": "~/.jim-arc"}, "queue:short": {}}
+    cfg = tmp_path / "arex.cfg"
+    cfg.write_text(
+        "[arex]\ncontroldir=/var/spool/arc/control\n[queue:jim]\n[queue:long]\n[custom:jim]\n"
+        'jim_command="/opt/jim/bin/jim"\njim_timeout=45\nscan_passes=3\n'
+    )
+    opts = Options.load(str(cfg))
+    assert (opts.jim_command, opts.timeout, opts.scan_passes, opts.scan_interval) == ("/opt/jim/bin/jim", 45.0, 3, 2.0)
+    assert opts.controldir == "/var/spool/arc/control" and opts.queues == ["jim", "long"]
+    assert opts.home_pattern == "~/.jim" and opts.jim_config == ""
+    pw = pwd.getpwuid(os.getuid())
+    assert expand_home("~/.jim", pw) == os.path.normpath(pw.pw_dir + "/.jim")
+    assert expand_home("/var/lib/jim/{user}", pw) == f"/var/lib/jim/{pw.pw_name}"
+    for text, reason in (
+        ("jim_timeout=0", "must be positive"),
+        ("scan_passes=two", "must be a number"),
+        ("jim_command=jim", "absolute path"),
+    ):
+        cfg.write_text(f"[custom:jim]\njim_command=/opt/jim/bin/jim\n{text}\n")
+        with pytest.raises(BackendError, match=reason):
+            Options.load(str(cfg))
+    with pytest.raises(BackendError, match="absolute path"):
+        expand_home("jim/{user}", pw)
+    with pytest.raises(BackendError, match="cannot read the ARC configuration"):
+        Options.load(str(tmp_path / "missing.cfg"))
 
 
 # ---------------------------------------------------------------------------

@@ -73,7 +73,29 @@ LAYERS = {
         "jim.outputs",
         "jim.status",
     ],
-    "interfaces": ["jim.cli", "jim.__main__", "jim.web*", "jim.doctor", "jim.advertise", "jim.gram*", "jim.arc*"],
+    "interfaces": [
+        "jim.cli",
+        "jim.__main__",
+        "jim.web*",
+        "jim.doctor",
+        "jim.advertise",
+        "jim.rootfiles",
+        # the GRAM5 front end's installer (jim.pm, the Perl module, is data)
+        "jim.gram",
+        "jim.gram.__main__",
+        "jim.gram.install",
+        "jim.gram.rvf",
+        # the ARC CE's front end: every step, whoever runs it (see jim/arc/__init__.py)
+        "jim.arc",
+        "jim.arc.options",
+        "jim.arc.grami",
+        "jim.arc.usersteps",
+        "jim.arc.owners",
+        "jim.arc.diag",
+        "jim.arc.scan",
+        "jim.arc.info",
+        "jim.arc.install",
+    ],
 }
 RANK = {name: k for k, name in enumerate(LAYERS)}
 

@@ -153,44 +153,11 @@ def to_description(
     queue is passed on only when it is one of them; None: always)."""
     options = parse(text)
     known = set(JIM_ATTRIBUTES) if known is None else known
-    session = options.get("joboption_directory", "")
-    if not session.startswith("/"):
-        raise DescriptionError("the grami file names no session directory (joboption_directory)")
-    args = [v for _i, v in _indexed(options, "arg")]
-    if not args or not args[0]:
-        raise DescriptionError("the ARC job has no executable (joboption_arg_0)", gram_error=81)
-    attrs: dict[str, list[Value]] = {"executable": [args[0]], "directory": [session]}
-    if args[1:]:
-        attrs["arguments"] = list(args[1:])
-    environment: list[tuple[str, str]] = []
-    for _i, item in _indexed(options, "env"):
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise DescriptionError(f"environment entry {shown(item)} is not NAME=value")
-        environment.append((name, value))
+    attrs = _program(options)
+    environment = _environment(options)
     if environment:
         attrs["environment"] = [[n, v] for n, v in environment]
-    for key in ("stdin", "stdout", "stderr"):
-        value = options.get(f"joboption_{key}", "")
-        if value:
-            attrs[key] = [value]
-    walltime = options.get("joboption_walltime", "").strip()
-    if walltime:
-        if not walltime.isdigit() or len(walltime) > 12:
-            raise DescriptionError(f"the wall time must be a number of seconds, got {shown(walltime)}")
-        attrs["maxwalltime"] = [str(max(1, -(-int(walltime) // 60)))]
-    count = options.get("joboption_count", "").strip()
-    if count:
-        attrs["count"] = [count]
-    memory = options.get("joboption_memory", "").strip()
-    if memory:
-        attrs["maxmemory"] = [memory]
-    queue = options.get("joboption_queue", "").strip()
-    if queue and (queues is None or queue in queues):
-        attrs["queue"] = [queue]
-    jobname = " ".join(options.get("joboption_jobname", "").split())
-    if jobname:
-        attrs["jobname"] = [jobname.replace(" ", "_")]
+    attrs.update(_job_options(options, queues))
     extra = runtime_attributes(options)
     for name, values in environment_attributes(environment, known).items():
         extra.setdefault(name, values)
@@ -204,3 +171,53 @@ def to_description(
         attrs["outputs"] = declared
     desc = from_mapping(attrs, source_format="grami", source_text=text)
     return desc, options
+
+
+def _program(options: dict[str, str]) -> dict[str, list[Value]]:
+    """``executable``, ``directory`` (the session directory) and ``arguments`` of the grami."""
+    session = options.get("joboption_directory", "")
+    if not session.startswith("/"):
+        raise DescriptionError("the grami file names no session directory (joboption_directory)")
+    args = [v for _i, v in _indexed(options, "arg")]
+    if not args or not args[0]:
+        raise DescriptionError("the ARC job has no executable (joboption_arg_0)", gram_error=81)
+    attrs: dict[str, list[Value]] = {"executable": [args[0]], "directory": [session]}
+    if args[1:]:
+        attrs["arguments"] = list(args[1:])
+    return attrs
+
+
+def _environment(options: dict[str, str]) -> list[tuple[str, str]]:
+    """The grami's ``joboption_env_N`` entries as (name, value), in order."""
+    environment: list[tuple[str, str]] = []
+    for _i, item in _indexed(options, "env"):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise DescriptionError(f"environment entry {shown(item)} is not NAME=value")
+        environment.append((name, value))
+    return environment
+
+
+def _job_options(options: dict[str, str], queues: set[str] | None) -> dict[str, list[Value]]:
+    """stdio, wall time, count, memory, queue and job name of the grami, as jim attributes."""
+    attrs: dict[str, list[Value]] = {}
+    for key in ("stdin", "stdout", "stderr"):
+        value = options.get(f"joboption_{key}", "")
+        if value:
+            attrs[key] = [value]
+    walltime = options.get("joboption_walltime", "").strip()
+    if walltime:
+        if not walltime.isdigit() or len(walltime) > 12:
+            raise DescriptionError(f"the wall time must be a number of seconds, got {shown(walltime)}")
+        attrs["maxwalltime"] = [str(max(1, -(-int(walltime) // 60)))]
+    for key, attr in (("count", "count"), ("memory", "maxmemory")):
+        value = options.get(f"joboption_{key}", "").strip()
+        if value:
+            attrs[attr] = [value]
+    queue = options.get("joboption_queue", "").strip()
+    if queue and (queues is None or queue in queues):
+        attrs["queue"] = [queue]
+    jobname = " ".join(options.get("joboption_jobname", "").split())
+    if jobname:
+        attrs["jobname"] = [jobname.replace(" ", "_")]
+    return attrs

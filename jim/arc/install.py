@@ -4,7 +4,9 @@ A-REX has no path option for a backend: ``lrms=jim`` makes it run
 ``$ARC_LOCATION/share/arc/{submit,scan,cancel}-jim-job`` and makes its
 information provider load ``JIMmod.pm`` from the same directory.  This
 command writes them into ``--prefix`` (default ``/usr/share/arc``), 0755/0644
-root, each with the marker line :data:`MARKER`:
+root, each with the marker line :data:`MARKER`, through
+:class:`jim.rootfiles.RootFiles` (a file there without the marker is refused
+unless ``--force``; one that already holds the content is "unchanged"):
 
 * ``submit-jim-job``, ``scan-jim-job``, ``cancel-jim-job``: ``sh`` shims that
   exec ``<jim> arc-backend submit|scan|cancel "$@"``;
@@ -27,13 +29,15 @@ import argparse
 import os
 import re
 import shlex
-import stat
 import sys
-import tempfile
 from importlib import resources
 from pathlib import Path
 
-from jim.arc.backend import DEFAULT_HOME_PATTERN, DEFAULT_TIMEOUT, own_jim_command
+from jim.arc.options import DEFAULT_HOME_PATTERN, DEFAULT_TIMEOUT, own_jim_command
+from jim.config import config_path, load
+from jim.handlers import discover
+from jim.requirements import parse_resources
+from jim.rootfiles import InstallError, RootFiles, carries_marker
 
 #: Every file jim arc-install writes holds this line; --uninstall removes only such files.
 MARKER = "jim: installed by jim arc-install"
@@ -53,10 +57,6 @@ true
 """
 
 
-class InstallError(Exception):
-    pass
-
-
 def shim(step: str, jim: str) -> str:
     return _SHIM.format(marker=MARKER, step=step, jim=shlex.quote(jim))
 
@@ -69,8 +69,6 @@ def module_text(jim: str) -> str:
 
 
 def _jobtypes() -> list[str]:
-    from jim.handlers import discover  # (lazy: only to name the runtime environments)
-
     return sorted(n for n, e in discover().items() if isinstance(e, type) and _BLOCK_NAME.fullmatch(n))
 
 
@@ -83,50 +81,8 @@ def files(jim: str) -> dict[str, tuple[str, int]]:
     return out
 
 
-def _is_ours(path: Path) -> bool:
-    try:
-        st = path.lstat()
-        if not stat.S_ISREG(st.st_mode) or st.st_size > 1024 * 1024:
-            return False
-        return MARKER in path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-
-
-def _write(path: Path, content: str, mode: int, force: bool) -> bool:
-    """Write ``path`` (a new file renamed into place) unless it holds ``content`` already; True if changed."""
-    if path.is_symlink() or path.exists():
-        if not _is_ours(path):
-            if not force:
-                raise InstallError(f"{path} exists and is not jim's (no marker line): remove it, or give --force")
-        elif path.read_text(encoding="utf-8") == content and stat.S_IMODE(path.stat().st_mode) == mode:
-            return False
-    missing = []
-    d = path.parent
-    while not d.exists():
-        missing.append(d)
-        d = d.parent
-    for m in reversed(missing):
-        m.mkdir()
-        os.chmod(m, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
-
-
 def queue_names(config_file: str | None) -> list[str]:
     """The queues of jim's configuration (``[resources]``), else ``["jim"]``."""
-    from jim.config import load  # (lazy: only to list the queues)
-    from jim.requirements import parse_resources  # (lazy: likewise)
-
     env = dict(os.environ)
     if config_file:
         env["JIM_CONFIG"] = config_file
@@ -161,8 +117,6 @@ def conf_blocks(*, jim: str, home_pattern: str, config_file: str | None, timeout
 
 
 def _default_config() -> str | None:
-    from jim.config import config_path  # (lazy: the installer only)
-
     path = config_path()
     return str(path) if path is not None and Path(path).is_file() else None
 
@@ -175,14 +129,9 @@ def install(args: argparse.Namespace) -> int:
     if not (os.path.isfile(jim) and os.access(jim, os.X_OK)):
         print(f"WARNING: {jim} is not an executable file", file=sys.stderr)
     config_file = args.config or _default_config()
-    changed = 0
+    installed = RootFiles(out=sys.stderr)
     for rel, (content, mode) in files(jim).items():
-        path = prefix / rel
-        if _write(path, content, mode, args.force):
-            changed += 1
-            print(f"install    {path} (mode {mode:04o})", file=sys.stderr)
-        else:
-            print(f"unchanged  {path}", file=sys.stderr)
+        installed.install(prefix / rel, content, mode, marker=MARKER, force=args.force)
     text = conf_blocks(
         jim=jim,
         home_pattern=args.home_pattern,
@@ -197,7 +146,7 @@ def install(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     print(
-        f"changed {changed} file(s). Publish the job types as runtime environments with: "
+        f"changed {installed.changed} file(s). Publish the job types as runtime environments with: "
         "arcctl rte enable " + " ".join(f"ENV/JIM/{t.upper()}" for t in _jobtypes()),
         file=sys.stderr,
     )
@@ -214,7 +163,7 @@ def uninstall(args: argparse.Namespace) -> int:
     for path in candidates:
         if not (path.exists() or path.is_symlink()):
             continue
-        if not _is_ours(path):
+        if not carries_marker(path, MARKER):
             print(f"kept       {path} (not jim's: no marker line)", file=sys.stderr)
             continue
         path.unlink()

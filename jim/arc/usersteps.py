@@ -1,0 +1,120 @@
+"""``jim arc-backend submit|cancel``: the steps A-REX runs as the job's mapped user.
+
+A-REX runs ``submit-jim-job`` and ``cancel-jim-job`` as the account the job
+is mapped to, with its own environment (``HOME=/root``, no ``USER``).  Both
+steps run jim in this process, as that account:
+
+* the account's ``HOME``, ``USER`` and ``LOGNAME`` come from the password
+  database, ``JIM_HOME`` from ``jim_home`` and ``JIM_CONFIG`` from
+  ``jim_config`` of ``[custom:jim]`` (:func:`jim.arc.options.user_env`); the
+  home is checked as every jim command checks it, and jim's log is set up;
+* the grami file is read without following a symbolic link, bounded
+  (:data:`jim.arc.grami.MAX_GRAMI_BYTES`);
+* **submit** turns the grami into a jim description (:mod:`jim.arc.grami`:
+  ``JIM_*`` variables may name jim's attributes and every installed job
+  type's; the ARC queue is passed on when jim's configuration has it),
+  submits it through jim's normal path (:func:`jim.submit.submit`, the same
+  checks as ``jim submit``) and appends ``joboption_jobid=<jim id>`` to the
+  grami (never through a symbolic link);
+* **cancel** is ``jim cancel`` of the grami's ``joboption_jobid``.
+
+A refused description or a failed cancel raises jim's error
+(:class:`jim.errors.JimError`, a one-line ``message``), which the dispatcher
+(:mod:`jim.arc`) turns into A-REX's failure reason.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+
+from jim.arc.grami import MAX_GRAMI_BYTES, GramiError, parse, to_description
+from jim.arc.options import BackendError, Options, user_env
+from jim.cancel import cancel as jim_cancel
+from jim.config import Config, load
+from jim.errors import ConfigError, JobNotFound
+from jim.handlers import discover
+from jim.jobdesc import JIM_ATTRIBUTES
+from jim.log import setup
+from jim.ownership import home_problem
+from jim.requirements import parse_resources
+from jim.safeio import NotRegular, open_regular, read_at_most
+from jim.site import Site
+from jim.submit import submit as jim_submit
+
+
+def submit(opts: Options, grami_path: str) -> str:
+    """Submit the grami's job to jim; append ``joboption_jobid``; return the jim id."""
+    _become_user(opts)
+    config = _jim_config()
+    text = _read_grami(grami_path)
+    desc, _options = to_description(text, known=_known_attributes(), queues=_queue_names(config))
+    job_id = jim_submit(Site(config), desc)
+    fd = os.open(grami_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.write(fd, f"joboption_jobid={job_id}\n".encode())
+    finally:
+        os.close(fd)
+    return job_id
+
+
+def cancel(opts: Options, grami_path: str) -> str:
+    """``jim cancel`` of the grami's ``joboption_jobid``; the grid state's name."""
+    _become_user(opts)
+    config = _jim_config()
+    job_id = parse(_read_grami(grami_path)).get("joboption_jobid", "")
+    if not job_id:
+        raise JobNotFound("the grami file names no jim job (joboption_jobid): it was never submitted to jim")
+    return jim_cancel(Site(config), job_id).name
+
+
+def _become_user(opts: Options) -> None:
+    """HOME, USER, JIM_HOME (and JIM_CONFIG) of the calling account, from the password database."""
+    try:
+        pw = pwd.getpwuid(os.getuid())
+    except KeyError:
+        raise BackendError(f"uid {os.getuid()} has no account") from None
+    os.environ.update(user_env(opts, pw))
+    if not opts.jim_config:
+        os.environ.pop("JIM_CONFIG", None)
+
+
+def _jim_config() -> Config:
+    """jim's configuration and home for this account, checked, with jim's log set up."""
+    config = load()
+    why = home_problem(config.home)
+    if why:
+        raise ConfigError(why)
+    setup(config.home)
+    return config
+
+
+def _read_grami(path: str) -> str:
+    try:
+        fd, _st = open_regular(path, follow=False)
+    except (OSError, NotRegular) as e:
+        raise GramiError(f"cannot read the grami file {path}: {e}") from None
+    try:
+        data = read_at_most(fd, MAX_GRAMI_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_GRAMI_BYTES:
+        raise GramiError(f"the grami file is longer than {MAX_GRAMI_BYTES} bytes")
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _known_attributes() -> set[str]:
+    """The names ``JIM_*`` variables may set: jim's attributes and every installed job type's."""
+    known = set(JIM_ATTRIBUTES)
+    for entry in discover().values():
+        if isinstance(entry, type):
+            known |= set(getattr(entry, "attributes", ()) or ())
+    return known
+
+
+def _queue_names(config: Config) -> set[str]:
+    """The queue names (and labels) of jim's configuration; none without ``[resources]``."""
+    if not config.resources:
+        return set()
+    tree = parse_resources(config.resources)
+    return {q.name for q in tree} | {tree.label(q) for q in tree}

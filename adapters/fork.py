@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jim.adapters.base import Adapter
 from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
@@ -84,7 +84,7 @@ def _process(batch_id: str) -> psutil.Process | None:
         p = ps.Process(pid)
         if abs(p.create_time() - start) > 0.05 or p.status() == ps.STATUS_ZOMBIE:
             return None
-        return p
+        return cast("psutil.Process", p)
     except (ps.NoSuchProcess, ps.AccessDenied):
         return None
 

@@ -113,7 +113,7 @@ def literal(value: Any) -> str:
             return f"{value:.1f}"
         return repr(value)
     if isinstance(value, str):
-        return classad_module().quote(value)
+        return str(classad_module().quote(value))
     if isinstance(value, dict):
         return "[ " + "; ".join(f"{k} = {literal(v)}" for k, v in value.items()) + " ]"
     if isinstance(value, (list, tuple)):

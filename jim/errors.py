@@ -28,6 +28,8 @@ succeed when tried again, a permanent one will not.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class GramError:
     """The GRAM protocol error numbers jim uses (globus_gram_protocol_constants.h)."""
@@ -162,7 +164,7 @@ class BatchError(JimError):
         returncode: int | None = None,
         stdout: str = "",
         stderr: str = "",
-        **kw,
+        **kw: Any,
     ):
         super().__init__(message, **kw)
         self.argv = list(argv)

@@ -97,5 +97,5 @@ def setup(home: Path, *, verbose: bool = False, quiet: bool = False) -> None:
         logger.addHandler(sh)
 
 
-def for_job(name: str, job_id: str) -> logging.LoggerAdapter:
+def for_job(name: str, job_id: str) -> logging.LoggerAdapter[logging.Logger]:
     return logging.LoggerAdapter(logging.getLogger(name), {"job": job_id})

@@ -260,7 +260,7 @@ def _add_bytes(tar: tarfile.TarFile, arcname: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _manifest_text(m: dict) -> str:
+def _manifest_text(m: dict[str, Any]) -> str:
     lines = [
         f"grid job {m['grid_job']} ({m['jobtype']}), gathered {m['gathered']}",
         "",

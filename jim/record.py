@@ -576,7 +576,7 @@ class GridJob:
 # ---------------------------------------------------------------------------
 
 
-def _attribute_el(parent: etree._Element, name: str, values: list) -> None:
+def _attribute_el(parent: etree._Element, name: str, values: list[Any]) -> None:
     a = etree.SubElement(parent, "attribute", name=_clean(name))
     for v in values:
         if isinstance(v, list):

@@ -56,7 +56,7 @@ TERMINAL = ("DONE", "FAILED", "CANCELLED", "LOST")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def safe(value) -> str:
+def safe(value: object) -> str:
     """Text for a terminal: control characters (C0, DEL, C1, line separators) become '?'."""
     s = "" if value is None else str(value)
     return _CONTROL.sub("?", s)
@@ -90,7 +90,7 @@ def parse_time(value: str | None) -> float | None:
     return parse_iso(value)
 
 
-def elapsed(lj: dict, now: float) -> float | None:
+def elapsed(lj: dict[str, Any], now: float) -> float | None:
     """Wall time of a local job: from start (else submission) to its end (else now)."""
     start = parse_time(lj.get("started")) or parse_time(lj.get("submitted"))
     if not start:
@@ -99,7 +99,7 @@ def elapsed(lj: dict, now: float) -> float | None:
     return max(end - start, 0.0)
 
 
-def job_fraction(lj: dict) -> float | None:
+def job_fraction(lj: dict[str, Any]) -> float | None:
     """Fraction of the work one local job reported done (over all its phases), or None."""
     done = total = 0
     for p in lj.get("progress") or ():
@@ -108,7 +108,7 @@ def job_fraction(lj: dict) -> float | None:
     return done / total if total else None
 
 
-def phase_totals(locals_: list[dict]) -> list[tuple[str, int, int, int]]:
+def phase_totals(locals_: list[dict[str, Any]]) -> list[tuple[str, int, int, int]]:
     """Per phase, in order of first appearance: (name, done, total, local jobs reporting it)."""
     out: dict[str, list[int]] = {}
     for lj in locals_:
@@ -120,13 +120,15 @@ def phase_totals(locals_: list[dict]) -> list[tuple[str, int, int, int]]:
     return [(name, d, t, n) for name, (d, t, n) in out.items()]
 
 
-def sort_key(lj: dict, now: float):
+def sort_key(lj: dict[str, Any], now: float) -> tuple[int, float, float, int]:
     """Failed and stuck first, then the slowest (see the module docstring)."""
     state = lj["state"]
     return _order_key(state, lj.get, job_fraction(lj) if state == "RUNNING" else None, lj["index"], now)
 
 
-def _order_key(state: Any, get: Callable[[str], Any], fraction: float | None, index: int, now: float):
+def _order_key(
+    state: Any, get: Callable[[str], Any], fraction: float | None, index: int, now: float
+) -> tuple[int, float, float, int]:
     """:func:`sort_key` of a local job in that state, with ``get`` its times (of a row, or of a <localjob>),
     that fraction done (of a running job) and that index."""
     start = parse_iso(get("started")) or parse_iso(get("submitted"))  # its wall time (elapsed), 0 when unknown

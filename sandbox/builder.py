@@ -158,7 +158,7 @@ class WorkArea:
             raise InvalidAttribute(f"two sandbox files named {arc!r}")
         self.files[arc] = (data, 0o700 if executable else 0o600)
 
-    def add_file(self, path: str | os.PathLike, arcname: str | None = None) -> str:
+    def add_file(self, path: str | os.PathLike[str], arcname: str | None = None) -> str:
         src = Path(path)
         fd, st = open_input(str(src))  # (checked now; opened again, and copied by what is read, by build)
         os.close(fd)
@@ -168,7 +168,7 @@ class WorkArea:
         self.files[arc] = (src, 0o700 if st.st_mode & 0o100 else 0o600)
         return arc
 
-    def add_input(self, path: str | os.PathLike) -> str:
+    def add_input(self, path: str | os.PathLike[str]) -> str:
         """An input file, unpacked as inputs/<name> in the local job's scratch directory."""
         return self.add_file(path, input_arcname(path))
 

@@ -21,6 +21,7 @@ import pytest
 
 from jim.config import load
 from jim.jobdesc import parse_rsl
+from jim.site import Site
 from jim.submit import submit
 
 from support.jimcli import write_config
@@ -154,7 +155,7 @@ def _recorded(jim_env, rsl: str) -> str:
     old = dict(os.environ)
     os.environ.update(env)
     try:
-        return submit(load(), parse_rsl(rsl), start_background=False)
+        return submit(Site(load()), parse_rsl(rsl), start_background=False)
     finally:
         os.environ.clear()
         os.environ.update(old)

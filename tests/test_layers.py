@@ -42,7 +42,7 @@ LAYERS = {
         "jim.log",
         "jim.plugins",
         "jim.settings",
-        "jim.record",
+        "jim.record*",
         "jim.db",
         "jim.templates",
     ],

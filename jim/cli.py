@@ -595,7 +595,8 @@ def cmd_resubmit(config: Config, args: Any, out: None) -> int:
 def cmd_status(config: Config, args: Any, out: None) -> int:
     from jim.db import Database  # (lazy: not poll's)
     from jim.paths import Home  # (lazy: not poll's)
-    from jim.status import dump, render_job, status_json  # (lazy: not poll's)
+    from jim.status import dump, status_json  # (lazy: not poll's)
+    from jim.statustext import render_job  # (lazy: not poll's)
 
     home = Home(config.home)
     job = Database(home, config.deadlines.lock).read(home.check_id(args.job_id))
@@ -609,7 +610,8 @@ def cmd_status(config: Config, args: Any, out: None) -> int:
 def cmd_list(config: Config, args: Any, out: None) -> int:
     from jim.db import Database  # (lazy: not poll's)
     from jim.paths import Home  # (lazy: not poll's)
-    from jim.status import dump, render_list  # (lazy: not poll's)
+    from jim.status import dump  # (lazy: not poll's)
+    from jim.statustext import render_list  # (lazy: not poll's)
 
     home = Home(config.home)
     jobs = Database(home, config.deadlines.lock).list() if home.db.is_dir() else []

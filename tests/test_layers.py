@@ -72,6 +72,7 @@ LAYERS = {
         "jim.resubmit",
         "jim.outputs",
         "jim.status",
+        "jim.statustext",
     ],
     "interfaces": [
         "jim.cli",

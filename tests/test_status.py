@@ -16,18 +16,8 @@ from jim.jobid import new_job_id
 from jim.paths import Home
 from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
-from jim.status import (
-    attempts_of,
-    bar,
-    dump,
-    duration,
-    job_fraction,
-    phase_totals,
-    render_job,
-    safe,
-    sort_key,
-    status_json,
-)
+from jim.status import attempts_of, dump, job_fraction, phase_totals, sort_key, status_json
+from jim.statustext import bar, duration, render_job, safe
 from jim.timestamps import now_iso
 
 from support.status_text import render_status

@@ -45,7 +45,8 @@ from jim.jobid import JOB_ID_PATTERN, valid_job_id
 from jim.record import LocalJob, child, required
 from jim.states import GramState
 from jim.status import ORDER as LOCAL_ORDER
-from jim.status import duration, elapsed, job_summary, local_row, parse_time, progress_of, sort_key, status_json
+from jim.status import elapsed, job_summary, local_row, parse_time, progress_of, sort_key, status_json
+from jim.statustext import duration
 from jim.web import files
 from jim.web.answers import CSP_HTML, CSP_OTHER, HTML, Answer, HTTPError
 from jim.web.view import Request

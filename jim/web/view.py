@@ -27,7 +27,7 @@ import jinja2
 from jim import __version__
 from jim.db import Database
 from jim.paths import Home
-from jim.status import duration
+from jim.statustext import duration
 from jim.web.render import Renderer
 
 

@@ -1,6 +1,6 @@
 """The text of ``jim status ID`` made from ``jim status --json``'s full rows: the oracle of the tests.
 
-:func:`jim.status.render_job`, the one renderer, reads only what it shows from the record.  The text
+:func:`jim.statustext.render_job`, the one renderer, reads only what it shows from the record.  The text
 must be the same as the one made from every local job's full row (:func:`jim.status.status_json`):
 :func:`render_status` builds that, with the renderer's own view of rows (``_View``, ``_render``), so a
 test can compare the two, and can render crafted rows.
@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jim.status import _attempt_count, _render, _View, _waits, phase_totals, sort_key
+from jim.status import phase_totals, sort_key
+from jim.statustext import _attempt_count, _render, _View, _waits
 
 
 def render_status(data: dict[str, Any], *, rows: int = 20, now: float | None = None) -> str:
-    """The text of :func:`jim.status.render_job`, from the status JSON ``data``."""
+    """The text of :func:`jim.statustext.render_job`, from the status JSON ``data``."""
     now = time.time() if now is None else now
     locals_ = data.get("localJobs") or []
     ordered = sorted(locals_, key=lambda lj: sort_key(lj, now))

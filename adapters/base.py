@@ -47,16 +47,14 @@ import logging
 import os
 import pwd
 import re
-import shlex
-import string
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jim import localfiles
+from jim.adapters import templates
 from jim.adapters.cache import AdapterCache, Statuses
 from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
 from jim.adapters.options import AdapterOptions, queue_name_problem
@@ -65,7 +63,6 @@ from jim.jobid import local_dir_name, parse_local_tag
 from jim.log import for_job
 from jim.paths import Home
 from jim.ranges import runs
-from jim.safeio import atomic_write
 
 if TYPE_CHECKING:
     import subprocess
@@ -386,25 +383,6 @@ class Adapter(abc.ABC):
                 return fn(*args, **kwargs)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    # -- files of the adapter -------------------------------------------------------
-    def render(self, template: str, **values: Any) -> str:
-        """A job script from ``templates/<template>``, every value quoted for the shell."""
-        text = resources.files("jim.adapters.templates").joinpath(template).read_text()
-        try:
-            return string.Template(text).substitute({k: shlex.quote(str(v)) for k, v in values.items()})
-        except KeyError as e:
-            raise ConfigError(f"job script template {template} needs a value for {e.args[0]}") from None
-        except ValueError as e:
-            raise ConfigError(f"job script template {template} is malformed: {e}") from None
-
-    def write_script(self, chunk: SubmitChunk, name: str, text: str) -> Path:
-        """Write a job script into the grid job's ``batch/`` directory (atomically)."""
-        d = chunk.job_dir / "batch"
-        d.mkdir(mode=0o700, exist_ok=True)
-        path = d / name
-        atomic_write(path, text, mode=0o700, sync=False)
-        return path
-
     # -- the status answer -----------------------------------------------------------
     def query_cached(self, batch_ids: list[str], *, now: float | None = None) -> QueryResult:
         """:meth:`query`, stamped with its generation (see :mod:`jim.adapters.cache`); for an adapter
@@ -516,10 +494,14 @@ class CommandAdapter(Adapter):
     def after_cancel(self, units: Sequence[Any], proc: subprocess.CompletedProcess[str]) -> None:
         """Called after each cancel command (e.g. to note what jim deleted)."""
 
+    def render(self, template: str, **values: Any) -> str:
+        """A job script from its template (:func:`jim.adapters.templates.render`)."""
+        return templates.render(template, **values)
+
     # -- the loop, for commands -----------------------------------------------------------
     def submit_group(self, chunk: SubmitChunk, group: list[int]) -> dict[int, str]:
         name = f"{self.name}-{local_dir_name(group[0], chunk.attempt)}.sh"
-        path = self.write_script(chunk, name, self.script(chunk, group))
+        path = templates.write(chunk.job_dir, name, self.script(chunk, group))
         argv = self.submit_argv(chunk, group, path)
         proc = self.run(argv, error=SubmitError)
         job_id = self.parse_submit(proc.stdout, group)

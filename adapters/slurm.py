@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from jim.adapters import templates
 from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, SubmitChunk
 from jim.adapters.options import AdapterOptions
@@ -300,7 +301,7 @@ class SlurmAdapter(CommandAdapter):
 
     # -- submit ------------------------------------------------------------------
     def script(self, chunk: SubmitChunk, group: list[int]) -> str:
-        return self.render(
+        return templates.render(
             "slurm.sh",
             grid_id=chunk.grid_id,
             offset=group[0],

@@ -28,7 +28,7 @@ import tarfile
 import tempfile
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from jim.errors import InvalidAttribute
 from jim.safeio import NotRegular, atomic_write, kind, open_regular
@@ -181,27 +181,47 @@ def _add(tar: tarfile.TarFile, arcname: str, data: bytes, mode: int) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _copy_input(
-    tar: tarfile.TarFile, arcname: str, src: Path, mode: int, left: int | None, limit: int | None, spool: Path
-) -> int:
-    """Add an input file by the bytes actually read from it (at most ``left`` of the site's ``limit``);
-    how many.  The bytes go through an unnamed temporary file: a tar member's size comes first."""
-    fd, st = open_input(str(src))
-    with os.fdopen(fd, "rb") as f, tempfile.TemporaryFile(dir=spool) as copy:
-        size = 0
+class _InputBudget:
+    """The bytes the input files may still come to (None: no limit), of the site's ``limit``."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = self.left = limit
+
+    def read(self, src: Path, spool: Path) -> tuple[IO[bytes], int, os.stat_result]:
+        """An input file's bytes, as actually read from it, in an unnamed temporary file under ``spool``
+        (a tar member's size comes first): (the copy, its size, the file's stat)."""
+        fd, st = open_input(str(src))
+        copy = tempfile.TemporaryFile(dir=spool)
+        try:
+            with os.fdopen(fd, "rb") as f:
+                size = self._copy(f, copy, src)
+        except BaseException:
+            copy.close()
+            raise
+        copy.seek(0)
+        return copy, size, st
+
+    def _copy(self, f: IO[bytes], copy: IO[bytes], src: Path) -> int:
+        left, size = self.left, 0
         while chunk := f.read(_CHUNK if left is None else min(_CHUNK, left - size + 1)):
             size += len(chunk)
             if left is not None and size > left:
                 raise InvalidAttribute(
                     f"input file {_shown(str(src))}: the input files come to more than the site's limit of "
-                    f"{limit} bytes"
+                    f"{self.limit} bytes"
                 )
             copy.write(chunk)
-        copy.seek(0)
+        self.left = None if left is None else left - size
+        return size
+
+
+def _copy_input(tar: tarfile.TarFile, arcname: str, src: Path, mode: int, budget: _InputBudget, spool: Path) -> None:
+    """Add an input file by the bytes actually read from it, within the budget."""
+    copy, size, st = budget.read(src, spool)
+    with copy:
         info = tarfile.TarInfo(arcname)
         info.size, info.mode, info.mtime = size, mode, int(st.st_mtime)
         tar.addfile(info, copy)
-    return size
 
 
 _CHUNK = 1024 * 1024
@@ -222,14 +242,13 @@ def build(
         return sandbox, wrapper
 
     def write(raw: BinaryIO) -> None:
-        left = max_input_bytes
+        budget = _InputBudget(max_input_bytes)
         with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
             _add(tar, "manifest.json", json.dumps(manifest, separators=(",", ":")).encode(), 0o600)
             _add(tar, "bin/jim-progress", pkg.joinpath("jim-progress").read_bytes(), 0o700)
             for arc, (src, mode) in sorted(area.files.items()):
                 if isinstance(src, Path):
-                    copied = _copy_input(tar, arc, src, mode, left, max_input_bytes, job_dir)
-                    left = None if left is None else left - copied
+                    _copy_input(tar, arc, src, mode, budget, job_dir)
                 else:
                     _add(tar, arc, src, mode)
 

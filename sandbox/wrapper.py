@@ -87,16 +87,12 @@ BATCH_ID_VARS = (
 )
 
 
-def now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 class Log(object):
     def __init__(self, path):
         self.f = open(path, "a")
 
     def __call__(self, msg):
-        self.f.write("%s %s\n" % (now(), msg))
+        self.f.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), msg))
         self.f.flush()
 
 
@@ -359,128 +355,205 @@ class Heartbeat(threading.Thread):
                     pass
 
 
-def main(argv):
-    opts = parse_args(argv)
-    index = opts["index"]
-    attempt = opts["attempt"]
-    outdir = os.path.join(opts["outroot"], dir_name(index, attempt))
-    if not os.path.isdir(outdir):
-        os.makedirs(outdir, 0o700)
-    log = Log(os.path.join(outdir, "wrapper.log"))
-    touch = RootToucher(opts["outroot"], log)
-    bid = batch_id()
-    log("jim wrapper starting: local job %d attempt %d, batch id %r" % (index, attempt, bid))
-    log(
-        "host=%s user=%s pid=%d python=%s platform=%s"
-        % (socket.getfqdn(), getpass.getuser(), os.getpid(), platform.python_version(), platform.platform())
-    )
-    log("cwd=%s listing=%s" % (os.getcwd(), sorted(os.listdir("."))[:50]))
-    for var in BATCH_ID_VARS:
-        if os.environ.get(var):
-            log("env %s=%s" % (var, os.environ[var]))
-    atomic_write(
-        os.path.join(outdir, "started"),
-        json.dumps(
-            {"pid": os.getpid(), "host": socket.getfqdn(), "time": time.time(), "batch_id": bid, "attempt": attempt}
-        )
-        + "\n",
-    )
-    touch("started")
+class Landing(object):
+    """Where the wrapper landed: the attempt it runs, its directory under the local root, its log, the
+    batch id it runs under.  :meth:`announce` is the wrapper's first output: provenance."""
 
-    scratch_root = opts["scratch"] or os.environ.get("TMPDIR") or tempfile.gettempdir()
-    if not os.path.isdir(scratch_root):
-        os.makedirs(scratch_root, 0o700)
-    scratch = tempfile.mkdtemp(prefix="jim-%d-" % index, dir=scratch_root)
+    def __init__(self, opts):
+        self.opts = opts
+        self.index, self.attempt = opts["index"], opts["attempt"]
+        self.outdir = os.path.join(opts["outroot"], dir_name(self.index, self.attempt))
+        if not os.path.isdir(self.outdir):
+            os.makedirs(self.outdir, 0o700)
+        self.log = Log(os.path.join(self.outdir, "wrapper.log"))
+        self.touch = RootToucher(opts["outroot"], self.log)
+        self.bid = batch_id()
+
+    def announce(self):
+        """Log where the wrapper landed, then write the ``started`` file."""
+        log = self.log
+        log("jim wrapper starting: local job %d attempt %d, batch id %r" % (self.index, self.attempt, self.bid))
+        log(
+            "host=%s user=%s pid=%d python=%s platform=%s"
+            % (socket.getfqdn(), getpass.getuser(), os.getpid(), platform.python_version(), platform.platform())
+        )
+        log("cwd=%s listing=%s" % (os.getcwd(), sorted(os.listdir("."))[:50]))
+        for var in BATCH_ID_VARS:
+            if os.environ.get(var):
+                log("env %s=%s" % (var, os.environ[var]))
+        started = {"pid": os.getpid(), "host": socket.getfqdn(), "time": time.time(), "batch_id": self.bid}
+        started["attempt"] = self.attempt
+        atomic_write(os.path.join(self.outdir, "started"), json.dumps(started) + "\n")
+        self.touch("started")
+
+    def scratch(self):
+        """A new scratch directory for the job (under ``--scratch``, else ``$TMPDIR``)."""
+        root = self.opts["scratch"] or os.environ.get("TMPDIR") or tempfile.gettempdir()
+        if not os.path.isdir(root):
+            os.makedirs(root, 0o700)
+        return tempfile.mkdtemp(prefix="jim-%d-" % self.index, dir=root)
+
+    def finish(self, code, info):
+        """The exit-code file, written last and whole."""
+        lines = ["%d" % code] + ["%s=%s" % (k, str(v).replace("\n", " ")) for k, v in sorted(info.items())]
+        atomic_write(os.path.join(self.outdir, "exit_code"), "\n".join(lines) + "\n")
+        self.touch("exit_code")
+        self.log("local job %d finished with exit code %d %s" % (self.index, code, info))
+
+
+def main(argv):
+    here = Landing(parse_args(argv))
+    here.announce()
+    scratch = here.scratch()
     code = 1
     info = {}
     manifest = None
     try:
-        safe_extract(opts["sandbox"], scratch)
+        safe_extract(here.opts["sandbox"], scratch)
         with open(os.path.join(scratch, "manifest.json")) as f:
             manifest = json.load(f)
         jobs = manifest["jobs"]
-        if not 0 <= index < len(jobs):
-            raise RuntimeError("local job index %d is not in the manifest (%d jobs)" % (index, len(jobs)))
-        job = jobs[index]
-        code, info = run_job(manifest, job, index, attempt, scratch, outdir, bid, log, touch)
+        if not 0 <= here.index < len(jobs):
+            raise RuntimeError("local job index %d is not in the manifest (%d jobs)" % (here.index, len(jobs)))
+        code, info = run_job(LocalRun(manifest, here, scratch))
     except Exception as e:  # the exit-code file must be written whatever happens
-        log("wrapper error: %s: %s" % (type(e).__name__, e))
+        here.log("wrapper error: %s: %s" % (type(e).__name__, e))
         info["wrapper_error"] = "%s: %s" % (type(e).__name__, e)
-        with open(os.path.join(outdir, "stderr"), "a") as f:
+        with open(os.path.join(here.outdir, "stderr"), "a") as f:
             f.write("jim wrapper: %s: %s\n" % (type(e).__name__, e))
         code = 1
     finally:
-        lines = ["%d" % code] + ["%s=%s" % (k, str(v).replace("\n", " ")) for k, v in sorted(info.items())]
-        atomic_write(os.path.join(outdir, "exit_code"), "\n".join(lines) + "\n")
-        touch("exit_code")
-        log("local job %d finished with exit code %d %s" % (index, code, info))
+        here.finish(code, info)
         if not (manifest or {}).get("keep_scratch"):
             shutil.rmtree(scratch, ignore_errors=True)
     reserved = {int(c) for c in (manifest or {}).get("reserved_exit_codes", [])}
     return 1 if code in reserved else min(code, 255)
 
 
-def run_job(manifest, job, index, attempt, scratch, outdir, bid, log, touch=None):
-    argv = job["argv"]
-    # the environment as bytes: the manifest's values reach the job byte for byte (UTF-8, and
-    # the bytes that were not UTF-8 as they came), whatever this node's locale
-    env = dict(os.environb)
-    for name, value in manifest.get("environment", []):
-        env[to_bytes(name)] = to_bytes(value)
-    for name, value in job.get("env", {}).items():
-        env[to_bytes(name)] = to_bytes(value)
-    progress = os.path.join(outdir, "progress")
-    bindir = os.path.join(scratch, "bin")
-    ours = {
-        "JIM_INDEX": str(index),
-        "JIM_TAG": tag_of(job["tag"], attempt),
-        "JIM_ATTEMPT": str(attempt),
-        "JIM_GRID_JOB_ID": manifest["grid_job"],
-        "JIM_OUTDIR": outdir,
-        "JIM_SCRATCH": scratch,
-        "JIM_PROGRESS_FILE": progress,
-        "JIM_BATCH_ID": bid,
-    }
-    for name, value in ours.items():
-        env[to_bytes(name)] = os.fsencode(value)  # (paths and ids of this node: its file-system encoding)
-    env[b"PATH"] = os.fsencode(bindir + os.pathsep) + env.get(b"PATH", b"/usr/bin:/bin")
-    stdin_file = manifest.get("stdin")
-    try:
-        stdin = open_stdin(stdin_file)
-    except StdinRefused as e:
-        why = "cannot open stdin %s: %s" % (ascii(stdin_file), e)
-        log(why)
-        if e.node_fault:  # (the node's file system: WRAPPER_FAILED, worth another attempt)
-            raise RuntimeError(why)
-        with open(os.path.join(outdir, "stderr"), "ab") as f:
-            f.write(("jim wrapper: %s\n" % why).encode("utf-8", "backslashreplace"))
-        return 1, {"error": why}  # (the job's own failure: its command never ran, no other attempt)
-    if stdin_file:
-        log("stdin %s" % ascii(stdin_file))
-    log("running %r in %s" % (argv, scratch))
-    hb = Heartbeat(os.path.join(outdir, "heartbeat"), manifest.get("heartbeat", 30), progress, touch)
-    hb.beat()
-    hb.start()
-    received = []
-    started = []  # type: list  # the job's process, once there is one
+class LocalRun(object):
+    """One attempt of one local job on this node: what every step of running it shares."""
 
-    def forward(signum, frame):
-        received.append(signum)
-        log("received signal %d, passing it to the job" % signum)
-        for p in started:
+    def __init__(self, manifest, here, scratch):
+        self.manifest, self.job = manifest, manifest["jobs"][here.index]
+        self.index, self.attempt = here.index, here.attempt
+        self.scratch, self.outdir, self.bid = scratch, here.outdir, here.bid
+        self.log, self.touch = here.log, here.touch
+        self.progress = os.path.join(here.outdir, "progress")
+
+    def path(self, name):
+        return os.path.join(self.outdir, name)
+
+    def environment(self):
+        """The job's environment as bytes: the manifest's values reach the job byte for byte (UTF-8, and
+        the bytes that were not UTF-8 as they came), whatever this node's locale."""
+        env = dict(os.environb)
+        for name, value in self.manifest.get("environment", []):
+            env[to_bytes(name)] = to_bytes(value)
+        for name, value in self.job.get("env", {}).items():
+            env[to_bytes(name)] = to_bytes(value)
+        ours = {
+            "JIM_INDEX": str(self.index),
+            "JIM_TAG": tag_of(self.job["tag"], self.attempt),
+            "JIM_ATTEMPT": str(self.attempt),
+            "JIM_GRID_JOB_ID": self.manifest["grid_job"],
+            "JIM_OUTDIR": self.outdir,
+            "JIM_SCRATCH": self.scratch,
+            "JIM_PROGRESS_FILE": self.progress,
+            "JIM_BATCH_ID": self.bid,
+        }
+        for name, value in ours.items():
+            env[to_bytes(name)] = os.fsencode(value)  # (paths and ids of this node: its file-system encoding)
+        bindir = os.path.join(self.scratch, "bin")
+        env[b"PATH"] = os.fsencode(bindir + os.pathsep) + env.get(b"PATH", b"/usr/bin:/bin")
+        return env
+
+    def stdin(self):
+        """The job's standard input (an fd), or (code, info) when the job cannot run for want of it."""
+        stdin_file = self.manifest.get("stdin")
+        try:
+            fd = open_stdin(stdin_file)
+        except StdinRefused as e:
+            why = "cannot open stdin %s: %s" % (ascii(stdin_file), e)
+            self.log(why)
+            if e.node_fault:  # (the node's file system: WRAPPER_FAILED, worth another attempt)
+                raise RuntimeError(why)
+            with open(self.path("stderr"), "ab") as f:
+                f.write(("jim wrapper: %s\n" % why).encode("utf-8", "backslashreplace"))
+            return 1, {"error": why}  # (the job's own failure: its command never ran, no other attempt)
+        if stdin_file:
+            self.log("stdin %s" % ascii(stdin_file))
+        return fd
+
+
+class Signals(object):
+    """Signals the wrapper receives, passed on to the job (and remembered: the job was stopped)."""
+
+    FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
+
+    def __init__(self, log):
+        self.log = log
+        self.received = []
+        self.proc = None
+
+    def install(self):
+        # (before the job starts: a signal in between would kill the wrapper before it wrote its exit file)
+        for s in self.FORWARDED:
+            signal.signal(s, self.forward)
+
+    def forward(self, signum, frame):
+        self.received.append(signum)
+        self.log("received signal %d, passing it to the job" % signum)
+        self.started(self.proc, [signum])
+
+    def started(self, proc, signals=None):
+        """The job's process: every signal so far (those that came while it was started) passed on."""
+        self.proc = proc
+        for signum in list(self.received) if signals is None else signals:
             try:
-                os.kill(p.pid, signum)
+                if proc is not None:
+                    os.kill(proc.pid, signum)
             except OSError:
                 pass
 
-    # (before the job starts: a signal in between would kill the wrapper before it wrote its exit file)
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
-        signal.signal(s, forward)
-    with open(os.path.join(outdir, "stdout"), "ab") as out, open(os.path.join(outdir, "stderr"), "ab") as err:
+
+def run_job(run):
+    """Run the job's command in its scratch directory; (exit code, what the exit-code file says)."""
+    argv = run.job["argv"]
+    env = run.environment()
+    stdin = run.stdin()
+    if isinstance(stdin, tuple):
+        return stdin
+    run.log("running %r in %s" % (argv, run.scratch))
+    hb = Heartbeat(run.path("heartbeat"), run.manifest.get("heartbeat", 30), run.progress, run.touch)
+    hb.beat()
+    hb.start()
+    signals = Signals(run.log)
+    signals.install()
+    try:
+        rc = _run_command(run, argv, env, stdin, signals)
+    finally:
+        hb.stop.set()
+    if isinstance(rc, tuple):
+        return rc
+    hb.join(5)
+    hb.check_progress()  # (the job's last lines, before the exit-code file is written)
+    code = rc if rc >= 0 else 128 - rc
+    info = {"runtime": "%.1f" % (time.time() - hb_started(run.outdir))}  # type: dict
+    if rc < 0:
+        info["signal"] = -rc
+    if signals.received:
+        info["terminated_by"] = signals.received[0]
+    collect_outputs(run, run.manifest.get("outputs", []))
+    return code, info
+
+
+def _run_command(run, argv, env, stdin, signals):
+    """The job's process, started and waited for; its return code, or (127, info) when it cannot run."""
+    with open(run.path("stdout"), "ab") as out, open(run.path("stderr"), "ab") as err:
         try:
             proc = subprocess.Popen(
                 [to_bytes(a) for a in argv],
-                cwd=scratch,
+                cwd=run.scratch,
                 env=env,
                 stdin=stdin,
                 stdout=out,
@@ -489,33 +562,11 @@ def run_job(manifest, job, index, attempt, scratch, outdir, bid, log, touch=None
             )
         except OSError as e:
             err.write(("jim wrapper: cannot run %s: %s\n" % (argv[0], e)).encode())
-            hb.stop.set()
             return 127, {"error": "cannot run %s: %s" % (argv[0], e)}
         finally:
             os.close(stdin)
-        started.append(proc)
-        for signum in list(received):  # (signals that came while the job was being started)
-            try:
-                os.kill(proc.pid, signum)
-            except OSError:
-                pass
-        while True:
-            try:
-                rc = proc.wait()
-                break
-            except InterruptedError:  # pragma: no cover - py < 3.5 only
-                continue
-    hb.stop.set()
-    hb.join(5)
-    hb.check_progress()  # (the job's last lines, before the exit-code file is written)
-    code = rc if rc >= 0 else 128 - rc
-    info = {"runtime": "%.1f" % (time.time() - hb_started(outdir))}  # type: dict
-    if rc < 0:
-        info["signal"] = -rc
-    if received:
-        info["terminated_by"] = received[0]
-    collect_outputs(manifest.get("outputs", []), scratch, outdir, index, attempt, bid, log)
-    return code, info
+        signals.started(proc)
+        return proc.wait()  # (retried on EINTR by Python itself since 3.5: PEP 475)
 
 
 def hb_started(outdir):
@@ -526,21 +577,23 @@ def hb_started(outdir):
         return time.time()
 
 
-def collect_outputs(patterns, scratch, outdir, index, attempt, bid, log):
+def collect_outputs(run, patterns):
+    """The job's files that match its ``outputs`` patterns, moved into ``outputs/`` under their name with
+    the local job's index (and attempt and batch id) added."""
     if not patterns:
         return
-    dest = os.path.join(outdir, "outputs")
+    dest = os.path.join(run.outdir, "outputs")
     if not os.path.isdir(dest):
         os.makedirs(dest, 0o700)
-    for root, _dirs, files in os.walk(scratch):
+    for root, _dirs, files in os.walk(run.scratch):
         for name in files:
-            rel = os.path.relpath(os.path.join(root, name), scratch)
+            rel = os.path.relpath(os.path.join(root, name), run.scratch)
             if rel == "manifest.json" or rel.startswith("bin" + os.sep) or rel.startswith("inputs" + os.sep):
                 continue
             if any(fnmatch.fnmatch(rel, p) for p in patterns):
-                target = os.path.join(dest, output_name(rel, index, bid, attempt))
+                target = os.path.join(dest, output_name(rel, run.index, run.bid, run.attempt))
                 shutil.move(os.path.join(root, name), target)
-                log("output %s -> %s" % (rel, target))
+                run.log("output %s -> %s" % (rel, target))
 
 
 if __name__ == "__main__":

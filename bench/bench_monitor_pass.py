@@ -8,7 +8,7 @@ QUEUED then RUNNING, its status in the tests' in-memory batch system, ``tests/su
 here made user-wide so that its answer goes through the shared status cache as Slurm's, Grid Engine's, PBS's
 and HTCondor's do, with ``cache_interval`` 0.5 s: every timed pass below asks the batch system again; an
 unchanged answer is the same object, as an unchanged ``squeue`` output is parsed once). Then
-:func:`jim.monitor.refresh` is timed, with one long-lived memo (:class:`jim.monitor.Memo`), as the monitor
+:func:`jim.monitor.refresh` is timed, with one long-lived memo (:class:`jim.memo.Memo`), as the monitor
 runs it:
 
 * **first pass**: every record read and applied (the monitor has just started);
@@ -22,8 +22,8 @@ runs it:
 The in-memory batch system's own query (building its answer) is part of each pass, as ``squeue`` would
 be.  Wall time in seconds, and the process's peak RSS.  ``--profile`` runs the 10 % pass under cProfile
 and prints the top 25 functions by own time (and the top 15 of one more pass that asked again with
-nothing changed).  To compare with another checkout, run this file with that
-checkout first on ``PYTHONPATH`` (its ``jim`` and ``tests/support`` are then the ones timed).
+nothing changed).  The figures are also written to ``bench/results/bench_monitor_pass.json``; to
+compare with another commit, ``bench/compare.py --before REF bench_monitor_pass.py --json``.
 """
 
 from __future__ import annotations
@@ -151,6 +151,9 @@ def main() -> None:
         prof.disable()
     res["next, nothing changed s"] = round(timed(config, db, fake, memo), 3)
     res["peak RSS MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out = HERE / "results" / "bench_monitor_pass.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
     if args.json:
         print(json.dumps(res, indent=2))
     else:

@@ -38,9 +38,18 @@ def extract(ref: str, into: Path) -> Path:
 
 
 def run(tree: Path, script: str, args: list[str]) -> dict:
+    """One run of ``script`` in ``tree``: its results file, else (a benchmark that prints its results,
+    run with ``--json``) the JSON it printed."""
     py = tree / ".venv" / "bin" / "python"
-    subprocess.run([str(py), str(tree / "bench" / script), *args], check=True, cwd=str(tree))
-    return json.loads((tree / "bench" / "results" / f"{Path(script).stem}.json").read_text())
+    results = tree / "bench" / "results" / f"{Path(script).stem}.json"
+    before = results.stat().st_mtime_ns if results.exists() else None
+    proc = subprocess.run(
+        [str(py), str(tree / "bench" / script), *args], check=True, cwd=str(tree), stdout=subprocess.PIPE, text=True
+    )
+    print(proc.stdout, end="", flush=True)
+    if results.exists() and results.stat().st_mtime_ns != before:
+        return json.loads(results.read_text())
+    return json.loads(proc.stdout[proc.stdout.index("{") :])
 
 
 def numbers(data: object, prefix: str = "") -> dict[str, float]:
@@ -49,6 +58,9 @@ def numbers(data: object, prefix: str = "") -> dict[str, float]:
     if isinstance(data, dict):
         for k, v in data.items():
             out.update(numbers(v, f"{prefix} / {k}" if prefix else str(k)))
+    elif isinstance(data, list):
+        for k, v in enumerate(data):
+            out.update(numbers(v, f"{prefix} [{k}]"))
     elif isinstance(data, (int, float)) and not isinstance(data, bool):
         out[prefix] = float(data)
     return out

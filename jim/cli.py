@@ -563,7 +563,8 @@ def cmd_cancel(config: Config, args: Any, out: _Protocol) -> int:
 
 
 def cmd_kill(config: Config, args: Any, out: None) -> int:
-    from jim.cancel import kill, parse_selection  # (lazy: not poll's)
+    from jim.cancel import kill  # (lazy: not poll's)
+    from jim.ranges import parse_selection  # (lazy: not poll's)
 
     job_id, indices = parse_selection(args.selection)
     for index, state in kill(config, job_id, indices).items():
@@ -572,8 +573,8 @@ def cmd_kill(config: Config, args: Any, out: None) -> int:
 
 
 def cmd_resubmit(config: Config, args: Any, out: None) -> int:
-    from jim.cancel import parse_selection  # (lazy: not poll's)
     from jim.errors import JimError  # (lazy: not poll's)
+    from jim.ranges import parse_selection  # (lazy: not poll's)
     from jim.resubmit import resubmit  # (lazy: not poll's)
 
     if "." in args.selection:

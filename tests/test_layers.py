@@ -68,7 +68,19 @@ LAYERS = {
         "jim.outputs",
         "jim.status",
     ],
-    "interfaces": ["jim.cli", "jim.__main__", "jim.web", "jim.doctor", "jim.advertise", "jim.gram*", "jim.arc*"],
+    "interfaces": [
+        "jim.cli",
+        "jim.poll",
+        "jim.protocol",
+        "jim.arguments",
+        "jim.commands",
+        "jim.__main__",
+        "jim.web",
+        "jim.doctor",
+        "jim.advertise",
+        "jim.gram*",
+        "jim.arc*",
+    ],
 }
 RANK = {name: k for k, name in enumerate(LAYERS)}
 

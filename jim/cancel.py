@@ -68,25 +68,6 @@ def cancel(site: Site, job_id: str) -> GramState:
     return job.state
 
 
-#: Local jobs one ``jim kill`` may name (a range is unfolded before the grid job is read).
-MAX_SELECTED = 1_000_000
-
-
-def parse_selection(text: str) -> tuple[str, list[int]]:
-    """``ID.k`` or ``ID.3-7,12`` -> (grid job id, local job indices); :class:`JimError` (46) otherwise."""
-    from jim.errors import GramError  # (lazy: only to name the error)
-    from jim.ranges import parse_array_spec  # (lazy: only jim kill)
-
-    job_id, dot, spec = text.partition(".")
-    indices = parse_array_spec(spec) if dot and spec and "%" not in spec and ":" not in spec else None
-    if indices is None or len(indices) > MAX_SELECTED:
-        raise JimError(
-            f"{text[:200]!r} does not name local jobs: write ID.k, ID.3-7 or ID.3-7,12",
-            gram_error=GramError.BAD_ARGUMENTS,
-        )
-    return job_id, sorted(set(indices))
-
-
 def kill(site: Site, job_id: str, indices: list[int], who: str | None = None) -> dict[int, LocalState]:
     """Stop the local jobs ``indices`` of a grid job that has not ended; index -> each one's state after.
 

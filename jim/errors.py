@@ -1,7 +1,7 @@
 """jim's exceptions, and the GRAM error number each one is reported as.
 
-Only :mod:`jim.cli` turns an exception into protocol lines (``ERROR=<n>`` and
-``MESSAGE=<one line>``) and an exit code; everything below raises.
+Only the command line turns an exception into protocol lines (``ERROR=<n>`` and
+``MESSAGE=<one line>``: :mod:`jim.protocol`) and an exit code; everything below raises.
 
 ::
 

@@ -1,5 +1,6 @@
 """Sets of local job indices as ranges, ``0-3,7,9-10``: the job-array syntax of Slurm,
-Torque and Grid Engine lists, and how the intent journal names the local jobs of a chunk.
+Torque and Grid Engine lists, how the intent journal names the local jobs of a chunk, and
+how a person names some local jobs of a grid job (``ID.3-7,12``: :func:`parse_selection`).
 """
 
 from __future__ import annotations
@@ -7,10 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from jim.errors import GramError, JimError
+
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?(?::\d+)?")
 
 #: The longest range :func:`parse_array_spec` unfolds (a hostile line cannot make millions of ints).
 MAX_RANGE = 1_000_000
+#: Local jobs one selection may name (a range is unfolded before the grid job is read).
+MAX_SELECTED = 1_000_000
 
 
 def array_spec(indices: Iterable[int]) -> str:
@@ -53,3 +58,16 @@ def runs(indices: Iterable[int], *, span: int | None = None, gaps: bool = False)
         else:
             out.append([i])
     return out
+
+
+def parse_selection(text: str) -> tuple[str, list[int]]:
+    """``ID.k`` or ``ID.3-7,12`` (``jim kill``, ``jim resubmit``) -> (grid job id, sorted local job
+    indices, each once); :class:`JimError` (46) otherwise.  The id is the caller's to check."""
+    job_id, dot, spec = text.partition(".")
+    indices = parse_array_spec(spec) if dot and spec and "%" not in spec and ":" not in spec else None
+    if indices is None or len(indices) > MAX_SELECTED:
+        raise JimError(
+            f"{text[:200]!r} does not name local jobs: write ID.k, ID.3-7 or ID.3-7,12",
+            gram_error=GramError.BAD_ARGUMENTS,
+        )
+    return job_id, sorted(set(indices))

@@ -286,7 +286,7 @@ def test_options_are_typed_and_checked_when_the_configuration_loads(tmp_path):
 
 def test_the_bindings_are_not_imported_with_jim():
     code = (
-        "import sys, jim, jim.cli, jim.adapters, jim.adapters.condor; "
+        "import sys, jim, jim.cli, jim.commands, jim.adapters, jim.adapters.condor; "
         "print(sorted(m for m in ('htcondor2', 'classad2', 'htcondor', 'classad') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

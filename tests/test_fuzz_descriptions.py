@@ -28,7 +28,6 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from jim.cli import _Protocol
 from jim.config import load
 from jim.errors import JimError
 from jim.jobdesc import (
@@ -42,6 +41,7 @@ from jim.jobdesc import (
     split_words,
 )
 from jim.plan import make_plan
+from jim.protocol import printable
 
 from support.jimcli import FAST_CONFIG, Jim, kill_all
 
@@ -224,10 +224,7 @@ def judge(site, form: str, data: str | bytes) -> None:
     except JimError as e:
         event(f"ERROR={e.gram_error}")
         assert e.gram_error in DESCRIPTION_ERRORS, (e.gram_error, e.message)
-        out = SimpleNamespace(lines=[])
-        _Protocol.emit(out, "ERROR", e.gram_error)  # (unbound: the protocol lines without the fd juggling)
-        _Protocol.emit(out, "MESSAGE", e.message)
-        for line in out.lines:
+        for line in (f"ERROR={printable(e.gram_error)}\n", f"MESSAGE={printable(e.message)}\n"):
             assert line.endswith("\n") and line[:-1].isprintable() and "\n" not in line[:-1], line
             line.encode("utf-8")
     assert not site.home.exists() or not any(site.home.rglob("*.xml")), "a dry run recorded something"

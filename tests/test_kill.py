@@ -7,8 +7,8 @@ import time
 import psutil
 import pytest
 
-from jim.cancel import parse_selection
-from jim.errors import JimError
+from jim.errors import GramError, JimError
+from jim.ranges import parse_selection
 
 from support.jimcli import tagged
 
@@ -82,5 +82,6 @@ def test_selections(text, expected):
     "text", ["20261125-131500-0c5f9e2a", "20261125-131500-0c5f9e2a.", "x.-1", "x.1-", "x.a", "x.1:2", "x.0-99999999"]
 )
 def test_selections_refused(text):
-    with pytest.raises(JimError, match="does not name local jobs"):
+    with pytest.raises(JimError, match="does not name local jobs") as e:
         parse_selection(text)
+    assert e.value.gram_error == GramError.BAD_ARGUMENTS

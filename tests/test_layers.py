@@ -76,6 +76,10 @@ LAYERS = {
     ],
     "interfaces": [
         "jim.cli",
+        "jim.poll",
+        "jim.protocol",
+        "jim.arguments",
+        "jim.commands",
         "jim.__main__",
         "jim.web*",
         "jim.doctor",

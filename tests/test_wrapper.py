@@ -127,11 +127,21 @@ def test_sigterm_is_passed_on_and_exit_file_written(tmp_path):
         str(tmp_path / "scratch"),
     ]
     proc = subprocess.Popen(argv, start_new_session=True)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not psutil.Process(proc.pid).children():
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGTERM)
-    assert proc.wait(10) == 143
+    try:
+        # The wrapper writes its started file, then sets its signal handlers, then starts the job:
+        # both mean it passes SIGTERM on (a signal before them would end it with -15, no exit file).
+        # Only a stuck wrapper takes the generous deadline; a loaded machine only makes this slower.
+        deadline = time.monotonic() + 300
+        while not ((tmp_path / "out/0/started").exists() and psutil.Process(proc.pid).children()):
+            assert proc.poll() is None, f"the wrapper ended before its job started: {proc.returncode}"
+            assert time.monotonic() < deadline, "the wrapper did not start its job within 300 s"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(300) == 143
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     code, info = astuple(read_exit(tmp_path / "out/0"))
     assert code == 143 and info["terminated_by"] == "15"
 

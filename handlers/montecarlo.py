@@ -43,7 +43,7 @@ from typing import Any
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan
 from jim.jobdesc import JobDescription
-from jim.split.events import split_events
+from jim.split.events import EventOptions, split_events
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,8 @@ class MonteCarloHandler(Handler):
                 total,
                 per_job,
                 first,
-                balanced=bool(self.options.balanced),
-                events_per_lumi=per_lumi,
-                first_lumi=first_lumi,
+                bool(self.options.balanced),
+                EventOptions(events_per_lumi=per_lumi, first_lumi=first_lumi),
             )
         except ValueError as e:
             raise InvalidAttribute(str(e)) from None

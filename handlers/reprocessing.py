@@ -56,7 +56,7 @@ from jim.jobdesc import JobDescription
 from jim.split.eventaware import split_event_aware
 from jim.split.events import EventFile, split_event_files
 from jim.split.files import split_files
-from jim.split.lumis import LumiFile, split_lumis
+from jim.split.lumis import LumiFile, LumiOptions, split_lumis
 
 MODES = ("files", "events", "lumis", "eventaware")
 
@@ -209,19 +209,19 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         ]
         if not any(f.lumis for f in files):
             raise InvalidAttribute(f"splitting={mode} needs the files' lumi sections: (NAME EVENTS RUN:LUMIS ...)")
-        common = {
-            "split_on_run": bool(self.options.split_on_run),
-            "halt_on_file_boundaries": bool(self.options.halt_on_file_boundaries),
-            "lumi_mask": self._lumi_mask(desc),
-            "run_whitelist": self._run_whitelist(desc),
-            "max_jobs": cap,
-        }
+        options = LumiOptions(
+            split_on_run=bool(self.options.split_on_run),
+            halt_on_file_boundaries=bool(self.options.halt_on_file_boundaries),
+            lumi_mask=self._lumi_mask(desc),
+            run_whitelist=self._run_whitelist(desc),
+            max_jobs=cap,
+        )
         if mode == "lumis":
             user = desc.get_int("lumisperjob", None, minimum=1)
             per_job, binding = (
                 (user, "user-lumis-per-job") if user else (int(self.options.lumis_per_job), "default-lumis-per-job")
             )
-            pieces = split_lumis(files, per_job, **common)
+            pieces = split_lumis(files, per_job, options)
             what = f"up to {per_job} lumi sections"
         else:
             budget = self.event_budget(desc, safety=float(self.options.safety), default_per_job=self._default_events())
@@ -229,9 +229,9 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
             pieces = split_event_aware(
                 files,
                 per_job,
+                options,
                 time_per_event=budget.seconds_per_event or 0.0,
                 job_time_limit=budget.limit.seconds if budget.seconds_per_event else None,
-                **common,
             )
             what = f"about {per_job} events of whole lumi sections"
         slices = []

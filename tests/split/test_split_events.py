@@ -214,3 +214,25 @@ def test_event_slice_validates_itself():
 def test_balanced_must_be_a_bool():
     with pytest.raises(ValueError, match="balanced must be true or false"):
         split_events(10, 3, balanced="yes")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"events_per_lumi": 0}, "events_per_lumi must be a positive integer"),
+        ({"first_lumi": 0}, "first lumi must be a positive integer"),
+        ({"max_event": 0}, "max_event must be a positive integer"),
+        ({"max_event": True}, "max_event must be a positive integer"),
+        ({"max_jobs": -1}, "max_jobs must be a positive integer"),
+    ],
+)
+def test_options_are_checked_when_made(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        EventOptions(**kwargs)
+
+
+def test_options_are_keywords_and_frozen():
+    with pytest.raises(TypeError):
+        EventOptions(10)
+    with pytest.raises(AttributeError):
+        EventOptions().max_jobs = 3

@@ -182,4 +182,18 @@ def test_compact_lumis():
 def test_slice_is_a_plain_frozen_dataclass():
     s = LumiSlice((("a", 1, 1),), 3.0)
     with pytest.raises(AttributeError):
-        s.estimated_events = 4.0  # type: ignore[misc]
+        s.estimated_events = 4.0
+
+
+def test_options_are_checked_when_made_keywords_and_frozen():
+    with pytest.raises(ValueError, match="split_on_run must be true or false"):
+        LumiOptions(split_on_run=1)
+    with pytest.raises(ValueError, match="halt_on_file_boundaries must be true or false"):
+        LumiOptions(halt_on_file_boundaries=None)
+    with pytest.raises(ValueError, match="max_jobs must be a positive integer"):
+        LumiOptions(max_jobs=0)
+    with pytest.raises(TypeError):
+        LumiOptions(False)
+    with pytest.raises(AttributeError):
+        LumiOptions().max_jobs = 3
+    assert LumiOptions() == LumiOptions(split_on_run=True, halt_on_file_boundaries=False)

@@ -71,6 +71,7 @@ from jim.jobdesc import JobDescription
 
 if TYPE_CHECKING:
     from jim.requirements import Queue
+    from jim.sandbox.builder import WorkArea
 
 
 @dataclass
@@ -214,7 +215,7 @@ class Handler(abc.ABC):
         """See :mod:`jim.handlers.base`."""
 
     @abc.abstractmethod
-    def prepareWorkArea(self, desc: JobDescription, plan: Plan, area) -> None:
+    def prepareWorkArea(self, desc: JobDescription, plan: Plan, area: WorkArea) -> None:
         """See :mod:`jim.handlers.base`."""
 
     @abc.abstractmethod
@@ -230,7 +231,7 @@ class Handler(abc.ABC):
         attempt limit and cool-off still apply.  Default: no code (a job's own failure is final)."""
         return False
 
-    # -- helpers for subclasses ------------------------------------------------
+    # -- what every job type builds on ------------------------------------------
     def max_local_jobs(self, desc: JobDescription) -> tuple[int, str]:
         """The cap on N: the site's, or the user's ``maxlocaljobs`` when lower."""
         site_max = self.site.max_local_jobs
@@ -256,7 +257,7 @@ class Handler(abc.ABC):
             exe = input_path(desc, exe)  # (against ``directory``, itself relative to the submitter's home)
         return [exe, *desc.arguments]
 
-    def add_input_files(self, desc: JobDescription, area) -> None:
+    def add_input_files(self, desc: JobDescription, area: WorkArea) -> None:
         """Copy the ``inputfiles`` of the description into the sandbox's inputs/."""
         for f in desc.values("inputfiles"):
             area.add_input(input_path(desc, f))

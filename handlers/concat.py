@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers import inputdata
 from jim.handlers.base import Handler, LocalSlice, Plan
 from jim.jobdesc import JobDescription
-from jim.split.merge import MergeFile, split_merge_by_size
+from jim.split.merge import MergeFile, MergeSlice, split_merge_by_size
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,24 @@ class ConcatOptions(inputdata.InputDataOptions):
     merge_overhead: float = 300.0
     merge_passes: int = 4
     merge_rate: float = 5_000_000.0
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """The bounds of one merge group: the user's, else the options'."""
+
+    max_size: int
+    min_size: int
+    max_events: int
+
+    @classmethod
+    def of(cls, desc: JobDescription, options: ConcatOptions) -> _Bounds:
+        max_size = desc.get_int("maxmergesize", None, minimum=1) or int(options.max_merge_size)
+        min_size = desc.get_int("minmergesize", None, minimum=0)
+        if min_size is None:
+            min_size = min(int(options.min_merge_size), max_size)
+        max_events = desc.get_int("maxmergeevents", None, minimum=1) or int(options.max_merge_events)
+        return cls(max_size, min_size, max_events)
 
 
 class ConcatHandler(inputdata.InputDataWorkArea, Handler):
@@ -63,50 +83,20 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
     options: ConcatOptions
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
+        """See :mod:`jim.handlers.base`; how files are grouped is in the module docstring."""
         self.executable_argv(desc)
-        files = [self._merge_file(desc, e, MergeFile) for e in inputdata.entries(desc)]
-        max_size = desc.get_int("maxmergesize", None, minimum=1) or int(self.options.max_merge_size)
-        min_size = desc.get_int("minmergesize", None, minimum=0)
-        if min_size is None:
-            min_size = min(int(self.options.min_merge_size), max_size)
-        max_events = desc.get_int("maxmergeevents", None, minimum=1) or int(self.options.max_merge_events)
+        files = [_merge_file(e) for e in inputdata.entries(desc)]
+        bounds = _Bounds.of(desc, self.options)
         cap, cap_why = self.max_local_jobs(desc)
-        try:
-            groups = split_merge_by_size(
-                files, max_merge_size=max_size, max_merge_events=max_events, min_merge_size=min_size, max_jobs=cap
-            )
-        except ValueError as e:
-            if "more than the limit" in str(e):
-                raise PlanError(f"{e} ({cap_why.replace('-', ' ')})") from None
-            raise InvalidAttribute(f"concat: {e}") from None
+        groups = _groups(files, bounds, cap, cap_why)
         limit = self.time_limit(float(self.options.safety))
-        slices = []
-        for k, g in enumerate(groups):
-            est = self._estimate(g.size)
-            attrs = {
-                "files": g.count,
-                "inputFiles": " ".join(g.files),
-                "size": g.size,
-                "events": g.events,
-                "estSeconds": f"{est:.0f}",
-            }
-            if g.oversize:
-                attrs["oversize"] = "true"
-            if g.forced:
-                attrs["forced"] = "true"
-            env = {
-                **inputdata.slice_env(g.files),
-                "JIM_INPUT_FILE_LIST": inputdata.list_name(k),
-                "JIM_MERGE_SIZE": str(g.size),
-                "JIM_MERGE_EVENTS": str(g.events),
-            }
-            slices.append(LocalSlice(attrs=attrs, env=env))
-        binding = self._binding(files, groups, max_size, max_events)
+        slices = [self._slice(k, g) for k, g in enumerate(groups)]
+        binding = _binding(files, groups, bounds.max_size)
         longest = max(self._estimate(g.size) for g in groups)
         expl = (
             f"{len(files)} files, {sum(f.size for f in files)} bytes, merged into {len(groups)} local jobs "
-            f"of at most {max_size} bytes and {max_events} events (binding: {binding.replace('-', ' ')}); "
-            f"longest about {longest:.0f} s against {limit.describe()}"
+            f"of at most {bounds.max_size} bytes and {bounds.max_events} events (binding: "
+            f"{binding.replace('-', ' ')}); longest about {longest:.0f} s against {limit.describe()}"
         )
         if longest > limit.seconds:
             expl += " -- OVER the limit"
@@ -118,45 +108,86 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
                 "unit": "bytes",
                 "total": sum(f.size for f in files),
                 "inputFiles": len(files),
-                "maxMergeSize": max_size,
-                "maxMergeEvents": max_events,
-                "minMergeSize": min_size,
+                "maxMergeSize": bounds.max_size,
+                "maxMergeEvents": bounds.max_events,
+                "minMergeSize": bounds.min_size,
                 "estSecondsPerJob": f"{longest:.0f}",
                 **limit.record(),
             },
         )
 
-    def _merge_file(self, desc, entry, MergeFile):
-        size = inputdata.count(entry, 0, "size")
-        events = inputdata.count(entry, 1, "events") or 0
-        if len(entry.columns) > 2:
-            raise InvalidAttribute(f"inputdata {entry.name}: concat takes (NAME SIZE [EVENTS])")
-        if size is None:
-            try:
-                size = os.stat(entry.name).st_size  # made absolute against directory already
-            except OSError as e:
-                raise InvalidAttribute(
-                    f"inputdata {entry.name}: cannot read its size ({e.strerror}); give it as (NAME SIZE)",
-                    gram_error=135,
-                ) from None
-        return MergeFile(entry.name, size, events)
+    def _slice(self, k: int, group: MergeSlice) -> LocalSlice:
+        """Local job ``k``, merging ``group``: its files, size, events and estimated seconds."""
+        attrs: dict[str, Any] = {
+            "files": group.count,
+            "inputFiles": " ".join(group.files),
+            "size": group.size,
+            "events": group.events,
+            "estSeconds": f"{self._estimate(group.size):.0f}",
+        }
+        if group.oversize:
+            attrs["oversize"] = "true"
+        if group.forced:
+            attrs["forced"] = "true"
+        env = {
+            **inputdata.slice_env(group.files),
+            "JIM_INPUT_FILE_LIST": inputdata.list_name(k),
+            "JIM_MERGE_SIZE": str(group.size),
+            "JIM_MERGE_EVENTS": str(group.events),
+        }
+        return LocalSlice(attrs=attrs, env=env)
 
     def _estimate(self, size: int) -> float:
+        """The seconds a merge of ``size`` bytes is estimated to take."""
         return float(self.options.merge_overhead) + int(self.options.merge_passes) * size / float(
             self.options.merge_rate
         )
 
-    @staticmethod
-    def _binding(files, groups, max_size, max_events) -> str:
-        if len(groups) == 1:
-            return "single-merge"
-        size_of = {f.name: f for f in files}
-        causes: Counter[str] = Counter()
-        for a, b in zip(groups, groups[1:]):
-            if a.oversize or b.oversize:
-                causes["oversize-input"] += 1
-            elif a.size + size_of[b.files[0]].size > max_size:
-                causes["max-merge-size"] += 1
-            else:
-                causes["max-merge-events"] += 1
-        return causes.most_common(1)[0][0]
+
+def _merge_file(entry: inputdata.InputEntry) -> MergeFile:
+    """A file to merge: ``(NAME SIZE [EVENTS])``, the size read from the file when not given."""
+    size = inputdata.count(entry, 0, "size")
+    events = inputdata.count(entry, 1, "events") or 0
+    if len(entry.columns) > 2:
+        raise InvalidAttribute(f"inputdata {entry.name}: concat takes (NAME SIZE [EVENTS])")
+    if size is None:
+        try:
+            size = os.stat(entry.name).st_size  # made absolute against directory already
+        except OSError as e:
+            raise InvalidAttribute(
+                f"inputdata {entry.name}: cannot read its size ({e.strerror}); give it as (NAME SIZE)",
+                gram_error=135,
+            ) from None
+    return MergeFile(entry.name, size, events)
+
+
+def _groups(files: list[MergeFile], bounds: _Bounds, cap: int, cap_why: str) -> list[MergeSlice]:
+    """The merge groups; more than ``cap`` is a :class:`PlanError` that says why."""
+    try:
+        return split_merge_by_size(
+            files,
+            max_merge_size=bounds.max_size,
+            max_merge_events=bounds.max_events,
+            min_merge_size=bounds.min_size,
+            max_jobs=cap,
+        )
+    except ValueError as e:
+        if "more than the limit" in str(e):
+            raise PlanError(f"{e} ({cap_why.replace('-', ' ')})") from None
+        raise InvalidAttribute(f"concat: {e}") from None
+
+
+def _binding(files: Sequence[MergeFile], groups: Sequence[MergeSlice], max_size: int) -> str:
+    """What closed most groups: an oversize input, the size bound or the events bound (one group: none)."""
+    if len(groups) == 1:
+        return "single-merge"
+    size_of = {f.name: f for f in files}
+    causes: Counter[str] = Counter()
+    for a, b in zip(groups, groups[1:]):
+        if a.oversize or b.oversize:
+            causes["oversize-input"] += 1
+        elif a.size + size_of[b.files[0]].size > max_size:
+            causes["max-merge-size"] += 1
+        else:
+            causes["max-merge-events"] += 1
+    return causes.most_common(1)[0][0]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jim.handlers.base import Handler, LocalSlice, Plan, check_count
 from jim.jobdesc import JobDescription
+
+if TYPE_CHECKING:
+    from jim.sandbox.builder import WorkArea
 
 
 class GenericHandler(Handler):
@@ -12,6 +17,7 @@ class GenericHandler(Handler):
     name = "generic"
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
+        """See :mod:`jim.handlers.base`: N from ``count`` (1 for ``jobtype=single``)."""
         count = desc.get_int("count", 1, minimum=1)
         binding = "count"
         if (desc.get("jobtype") or "multiple").lower() == "single":
@@ -22,8 +28,10 @@ class GenericHandler(Handler):
         slices = [LocalSlice() for _ in range(count)]
         return Plan(slices, binding, f"{count} local job(s) from {binding.replace('-', ' ')}={count}")
 
-    def prepareWorkArea(self, desc, plan, area) -> None:
+    def prepareWorkArea(self, desc: JobDescription, plan: Plan, area: WorkArea) -> None:
+        """See :mod:`jim.handlers.base`: the job's ``inputfiles``."""
         self.add_input_files(desc, area)
 
-    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
+    def getCommandAndArguments(self, desc: JobDescription, plan: Plan, local: LocalSlice) -> list[str]:
+        """See :mod:`jim.handlers.base`: the job's executable and arguments, the same for every local job."""
         return self.executable_argv(desc)

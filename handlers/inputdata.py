@@ -32,10 +32,16 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jim.errors import InvalidAttribute
-from jim.handlers.base import Handler, HandlerOptions
+from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan
+from jim.jobdesc import JobDescription, Value
+
+if TYPE_CHECKING:
+    from jim.sandbox.builder import WorkArea
 
 _COUNT = re.compile(r"[0-9]+\Z")
 _PLACE = re.compile(r"[A-Za-z0-9_.:-]{1,255}\Z")
@@ -54,29 +60,41 @@ class InputEntry:
     location: frozenset[str] = frozenset()
 
 
-def entries(desc) -> list[InputEntry]:
+def entries(desc: JobDescription) -> list[InputEntry]:
     """The ``inputdata`` values of ``desc``; refuses an empty list, bad names and nesting."""
-    out: list[InputEntry] = []
     directory = desc.get("directory") or os.path.expanduser("~")
-    for value in desc.attrs.get("inputdata", []):
-        columns: tuple[str, ...]
-        if isinstance(value, str):
-            name, columns = value, ()
-        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            name, columns = value[0], tuple(value[1:])
-        else:
-            raise InvalidAttribute(f"inputdata: each value must be a name or (NAME ...), got {value!r}")
-        name = name.strip()
-        if not name or any(c.isspace() for c in name) or "\0" in name:
-            raise InvalidAttribute(f"inputdata: {name!r} is not a usable file name (empty or with white space)")
-        if not name.startswith("/") and "://" not in name:
-            name = os.path.normpath(os.path.join(directory, name))
-        words = tuple(c.strip() for c in columns)
-        places = _places(name, [w for w in words if w.startswith("@")])
-        out.append(InputEntry(name, tuple(w for w in words if not w.startswith("@")), places))
+    out = [_entry(value, directory) for value in desc.attrs.get("inputdata", [])]
     if not out:
         raise InvalidAttribute("this job type needs inputdata=<the files to process>")
     return out
+
+
+def _entry(value: Value, directory: str) -> InputEntry:
+    """One ``inputdata`` value: its name (relative ones against ``directory``), its columns and its locations."""
+    name, columns = _name_and_columns(value)
+    name = _file_name(name.strip(), directory)
+    words = tuple(c.strip() for c in columns)
+    places = _places(name, [w for w in words if w.startswith("@")])
+    return InputEntry(name, tuple(w for w in words if not w.startswith("@")), places)
+
+
+def _name_and_columns(value: Value) -> tuple[str, tuple[str, ...]]:
+    """A bare name, or ``(NAME COLUMN ...)``: no deeper nesting."""
+    if isinstance(value, str):
+        return value, ()
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return value[0], tuple(value[1:])
+    raise InvalidAttribute(f"inputdata: each value must be a name or (NAME ...), got {value!r}")
+
+
+def _file_name(name: str, directory: str) -> str:
+    """A usable name (not empty, no white space), made absolute against ``directory`` unless it is
+    absolute or a URL."""
+    if not name or any(c.isspace() for c in name) or "\0" in name:
+        raise InvalidAttribute(f"inputdata: {name!r} is not a usable file name (empty or with white space)")
+    if not name.startswith("/") and "://" not in name:
+        name = os.path.normpath(os.path.join(directory, name))
+    return name
 
 
 def _places(name: str, words: list[str]) -> frozenset[str]:
@@ -124,7 +142,7 @@ def lumis(entry: InputEntry, start: int) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
-def slice_env(files) -> dict[str, str]:
+def slice_env(files: Iterable[str]) -> dict[str, str]:
     """``JIM_INPUT_FILES`` (space-separated) for a local job reading ``files``."""
     return {"JIM_INPUT_FILES": " ".join(files)}
 
@@ -134,7 +152,7 @@ def list_name(index: int) -> str:
     return f"{LIST_DIR}/{index}.txt"
 
 
-def add_file_lists(plan, area) -> None:
+def add_file_lists(plan: Plan, area: WorkArea) -> None:
     """Put each local job's input list into the sandbox (``jim-inputdata/<k>.txt``)."""
     for k, s in enumerate(plan.slices):
         files = s.env.get("JIM_INPUT_FILES", "").split()
@@ -157,11 +175,14 @@ class InputDataWorkArea(Handler):
 
     options: InputDataOptions
 
-    def prepareWorkArea(self, desc, plan, area) -> None:
+    def prepareWorkArea(self, desc: JobDescription, plan: Plan, area: WorkArea) -> None:
+        """See :mod:`jim.handlers.base`: the job's ``inputfiles``, and each local job's file list."""
         self.add_input_files(desc, area)
         add_file_lists(plan, area)
 
-    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
+    def getCommandAndArguments(self, desc: JobDescription, plan: Plan, local: LocalSlice) -> list[str]:
+        """See :mod:`jim.handlers.base`: the job's executable and arguments, and with ``files_as_arguments``
+        the local job's files."""
         argv = self.executable_argv(desc)
         if self.options.files_as_arguments:
             argv += local.env.get("JIM_INPUT_FILES", "").split()

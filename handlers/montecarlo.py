@@ -38,12 +38,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jim.errors import InvalidAttribute, PlanError
-from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan
+from jim.handlers.base import EventBudget, Handler, HandlerOptions, LocalSlice, Plan
 from jim.jobdesc import JobDescription
-from jim.split.events import split_events
+from jim.split.events import EventOptions, EventSlice, split_events
+
+if TYPE_CHECKING:
+    from jim.sandbox.builder import WorkArea
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,18 @@ class MonteCarloOptions(HandlerOptions):
     safety: float = 0.8
 
 
-class MonteCarloHandler(Handler):
-    """Monte Carlo production: events split by the site's CPU and the queue's time limits."""
+@dataclass(frozen=True)
+class _Events:
+    """The events a montecarlo job asks for: ``events`` from ``firstevent``, numbered in lumi sections of
+    ``eventsperlumi`` (None: no lumis) from ``firstlumi``."""
 
-    name = "montecarlo"
-    Options = MonteCarloOptions
-    options: MonteCarloOptions
+    total: int
+    first: int
+    per_lumi: int | None
+    first_lumi: int
 
-    def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
+    @classmethod
+    def of(cls, desc: JobDescription) -> _Events:
         raw = desc.get("events")
         if raw is None:
             raise InvalidAttribute("montecarlo jobs need events=<number of events>", gram_error=148)
@@ -74,9 +81,40 @@ class MonteCarloHandler(Handler):
             raise InvalidAttribute(f"events must be a positive integer, got {raw!r}") from None
         if total <= 0:
             raise InvalidAttribute(f"events must be a positive integer, got {raw!r}")
-        first = desc.get_int("firstevent", 1, minimum=0)
-        per_lumi = desc.get_int("eventsperlumi", None, minimum=1)
-        first_lumi = desc.get_int("firstlumi", 1, minimum=1)
+        return cls(
+            total,
+            desc.get_int("firstevent", 1, minimum=0),
+            desc.get_int("eventsperlumi", None, minimum=1),
+            desc.get_int("firstlumi", 1, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class _Split:
+    """How the events are split: ``per_job`` events per local job, decided by ``binding``."""
+
+    events: _Events
+    budget: EventBudget
+    per_job: int
+    binding: str
+    slices: list[EventSlice]
+
+    @property
+    def largest(self) -> int:
+        """The events of the largest local job."""
+        return max(s.count for s in self.slices)
+
+
+class MonteCarloHandler(Handler):
+    """Monte Carlo production: events split by the site's CPU and the queue's time limits."""
+
+    name = "montecarlo"
+    Options = MonteCarloOptions
+    options: MonteCarloOptions
+
+    def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
+        """See :mod:`jim.handlers.base`; how N is decided is in the module docstring."""
+        events = _Events.of(desc)
         cap, cap_why = self.max_local_jobs(desc)
         self.executable_argv(desc)
         budget = self.event_budget(
@@ -84,72 +122,90 @@ class MonteCarloHandler(Handler):
             safety=float(self.options.safety),
             default_per_job=int(self.options.default_events_per_job) or self.site.default_events_per_job,
         )
-        per_job, binding = min(budget.per_job, total), budget.binding
-        n = math.ceil(total / per_job)
-        if n > cap:
-            wider = math.ceil(total / cap)
-            if budget.fits is not None and wider <= budget.fits and not budget.user_set:
-                per_job, binding = wider, "max-local-jobs"
-            else:
-                raise PlanError(
-                    f"{total} events at {per_job} per local job need {n} local jobs, over the "
-                    f"limit of {cap} ({cap_why.replace('-', ' ')})"
-                )
+        per_job, binding = _events_per_job(events.total, budget, cap, cap_why)
+        split = _Split(events, budget, per_job, binding, self._split(events, per_job))
+        slices = [_local_slice(s, budget) for s in split.slices]
+        return Plan(slices, binding, self._explanation(split), attrs=self._plan_attrs(split))
+
+    def _split(self, events: _Events, per_job: int) -> list[EventSlice]:
+        """The events in slices of at most ``per_job`` (balanced unless the option says not)."""
         try:
-            slices = split_events(
-                total,
-                per_job,
-                first,
-                balanced=bool(self.options.balanced),
-                events_per_lumi=per_lumi,
-                first_lumi=first_lumi,
-            )
+            lumis = EventOptions(events_per_lumi=events.per_lumi, first_lumi=events.first_lumi)
+            return split_events(events.total, per_job, events.first, bool(self.options.balanced), lumis)
         except ValueError as e:
             raise InvalidAttribute(str(e)) from None
-        plan_slices = []
-        for s in slices:
-            attrs: dict[str, Any] = {"firstEvent": s.first, "lastEvent": s.last, "events": s.count}
-            env = {"JIM_FIRST_EVENT": str(s.first), "JIM_LAST_EVENT": str(s.last), "JIM_EVENTS": str(s.count)}
-            if s.first_lumi is not None:
-                attrs.update(firstLumi=s.first_lumi, lastLumi=s.last_lumi)
-                env.update(JIM_FIRST_LUMI=str(s.first_lumi), JIM_LAST_LUMI=str(s.last_lumi))
-            est = budget.estimate(s.count)
-            if est is not None:
-                attrs["estSeconds"] = f"{est:.0f}"
-            plan_slices.append(LocalSlice(attrs=attrs, env=env))
-        largest = max(s.count for s in slices)
-        cpe = budget.cpu_per_event
-        est = budget.estimate(largest)
+
+    def _explanation(self, split: _Split) -> str:
+        """The plan's explanation: the events, the local jobs, the binding and, with a CPU hint, the limits."""
+        events, budget = split.events, split.budget
         expl = (
-            f"{total} events from event {first} in {len(slices)} local jobs of up to {largest} events "
-            f"(binding: {binding.replace('-', ' ')}"
+            f"{events.total} events from event {events.first} in {len(split.slices)} local jobs of up to "
+            f"{split.largest} events (binding: {split.binding.replace('-', ' ')}"
         )
-        if cpe is not None:
+        if budget.cpu_per_event is not None:
             power = self.cpu_power()
             speed = f" / CPUPower {power:g}" if power != 1 else ""
             expl += (
-                f"; {cpe:g} s/event{speed}, about {est:g} s per local job against the site's recommended "
-                f"{self.site.recommended_cpu_per_job:g} s and {budget.limit.describe()}"
+                f"; {budget.cpu_per_event:g} s/event{speed}, about {budget.estimate(split.largest):g} s per local "
+                f"job against the site's recommended {self.site.recommended_cpu_per_job:g} s and "
+                f"{budget.limit.describe()}"
             )
-        expl += ")"
-        plan_attrs: dict[str, Any] = {
+        return expl + ")"
+
+    def _plan_attrs(self, split: _Split) -> dict[str, Any]:
+        """The facts recorded with the plan (with a CPU hint, the estimates and the time limit)."""
+        cpe = split.budget.cpu_per_event
+        est = split.budget.estimate(split.largest)
+        attrs: dict[str, Any] = {
             "unit": "events",
-            "total": total,
-            "firstEvent": first,
-            "perJob": per_job,
-            "eventsPerLumi": per_lumi,
+            "total": split.events.total,
+            "firstEvent": split.events.first,
+            "perJob": split.per_job,
+            "eventsPerLumi": split.events.per_lumi,
             "cpuPerEvent": f"{cpe:g}" if cpe is not None else None,
-            "estCpuPerJob": f"{largest * cpe:g}" if cpe is not None else None,
+            "estCpuPerJob": f"{split.largest * cpe:g}" if cpe is not None else None,
             "estSecondsPerJob": f"{est:.0f}" if est is not None else None,
         }
         if cpe is not None:
-            plan_attrs.update(budget.limit.record())
+            attrs.update(split.budget.limit.record())
             if self.cpu_power() != 1:
-                plan_attrs["cpuPower"] = f"{self.cpu_power():g}"
-        return Plan(plan_slices, binding, expl, attrs=plan_attrs)
+                attrs["cpuPower"] = f"{self.cpu_power():g}"
+        return attrs
 
-    def prepareWorkArea(self, desc, plan, area) -> None:
+    def prepareWorkArea(self, desc: JobDescription, plan: Plan, area: WorkArea) -> None:
+        """See :mod:`jim.handlers.base`: the job's ``inputfiles``."""
         self.add_input_files(desc, area)
 
-    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
+    def getCommandAndArguments(self, desc: JobDescription, plan: Plan, local: LocalSlice) -> list[str]:
+        """See :mod:`jim.handlers.base`: the job's executable and arguments, the same for every local job."""
         return self.executable_argv(desc)
+
+
+def _events_per_job(total: int, budget: EventBudget, cap: int, cap_why: str) -> tuple[int, str]:
+    """Events per local job, and what decided it: the budget's, or wider to stay within ``cap`` local
+    jobs when the CPU hint shows a wider job still fits the time limit (and the user did not ask for a
+    size); a :class:`PlanError` otherwise."""
+    per_job = min(budget.per_job, total)
+    n = math.ceil(total / per_job)
+    if n <= cap:
+        return per_job, budget.binding
+    wider = math.ceil(total / cap)
+    if budget.fits is not None and wider <= budget.fits and not budget.user_set:
+        return wider, "max-local-jobs"
+    raise PlanError(
+        f"{total} events at {per_job} per local job need {n} local jobs, over the "
+        f"limit of {cap} ({cap_why.replace('-', ' ')})"
+    )
+
+
+def _local_slice(s: EventSlice, budget: EventBudget) -> LocalSlice:
+    """A local job's first and last event (and lumis), in its slice and its environment, and its estimate."""
+    attrs: dict[str, Any] = {"firstEvent": s.first, "lastEvent": s.last, "events": s.count}
+    env = {"JIM_FIRST_EVENT": str(s.first), "JIM_LAST_EVENT": str(s.last), "JIM_EVENTS": str(s.count)}
+    if s.first_lumi is not None:
+        attrs.update(firstLumi=s.first_lumi, lastLumi=s.last_lumi)
+        env.update(JIM_FIRST_LUMI=str(s.first_lumi), JIM_LAST_LUMI=str(s.last_lumi))
+    est = budget.estimate(s.count)
+    if est is not None:
+        attrs["estSeconds"] = f"{est:.0f}"
+    return LocalSlice(attrs=attrs, env=env)

@@ -42,13 +42,17 @@ The binding constraint is ``parameters``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan
 from jim.jobdesc import JobDescription
-from jim.split.parametric import parse_parameters, split_parametric
+from jim.split.parametric import Expanded, ParameterSequence, ParametricJob, parse_parameters, split_parametric
+
+if TYPE_CHECKING:
+    from jim.sandbox.builder import WorkArea
 
 _SEQUENCE_ATTRS = ("parameters", "parameterstart", "parameterstep", "parameterfactor")
 #: Attributes that may differ between the local jobs of one grid job.
@@ -64,6 +68,13 @@ MAX_STREAM_NAME = 255
 #: Attributes whose expanded values are united into the grid job's description.
 UNITED = ("outputs", "inputfiles")
 DRY_RUN_ID = "DRYRUN"
+#: The attributes the splitter adds to every child (not the grid job's).
+_GENERATED = frozenset({"Parameter", "ParameterNumber", "SplitID", "SplitSourceJob"})
+#: Parameter values the plan's explanation lists.
+_SHOWN = 8
+
+#: A child's description.
+_Child = Mapping[str, list[Expanded]]
 
 
 @dataclass(frozen=True)
@@ -98,57 +109,17 @@ class ParametricHandler(Handler):
         self._streams: tuple[str, ...] = ()  # the streams each local job writes to its own file
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
-        if desc.get_int("count", 1, minimum=1) != 1:
-            raise InvalidAttribute("parametric jobs take the number of local jobs from parameters; count must be 1")
-        if not any(a.partition(".")[0] in _SEQUENCE_ATTRS for a in desc.attrs):
-            raise InvalidAttribute("parametric jobs need parameters=<count or list of values>")
-        limit, why = self._limit(desc)
-        try:
-            sequences = parse_parameters(desc.attrs, max_jobs=limit)
-        except ValueError as e:
-            if "more than the limit" in str(e):
-                raise PlanError(f"{e} ({why})") from None
-            raise InvalidAttribute(f"parametric job: {e}") from None
+        """See :mod:`jim.handlers.base`; what each local job gets is in the module docstring."""
+        _check_parametric(desc)
+        sequences = self._sequences(desc)
         n = len(sequences[0].values) if sequences else 0
         children = self._children(desc)
         self._unite(desc, children)
-        slices = []
-        for child in children:
-            d = child.description
-            self._argv[child.index] = self._argv_of(d, desc, {st: self._stream_name(d, st) for st in self._streams})
-            params = {}
-            if child.parameter is not None:
-                params["Parameter"] = child.parameter
-            for name, value in child.named:
-                if name.lower() == "parameter":
-                    raise InvalidAttribute("a named parameter sequence may not be called Parameter")
-                params[name] = value
-            env = {}
-            for pair in d.get("environment", []):
-                if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
-                    raise InvalidAttribute(f"environment entries must be (NAME value) pairs, got {pair!r}")
-                env[pair[0]] = pair[1]
-            attrs: dict[str, Any] = {"parameterNumber": child.index, "splitId": child.split_id}
-            if d.get("jobname") != desc.attrs.get("jobname"):
-                attrs["jobname"] = " ".join(v for v in d["jobname"] if isinstance(v, str))
-            for stream in self._streams:
-                attrs[stream] = self._stream_name(d, stream)
-            slices.append(LocalSlice(attrs=attrs, params=params, env=env))
-        shown = [
-            c.parameter
-            if not c.named
-            else "(" + ", ".join(([c.parameter] if c.parameter is not None else []) + [v for _, v in c.named]) + ")"
-            for c in children
-        ]
-        listing = ", ".join(shown[:8]) + (f", ... ({n - 8} more)" if n > 8 else "")
-        names = ", ".join(
-            (["Parameter"] if children[0].parameter is not None else [])
-            + [f"Parameter.{name}" for name, _ in children[0].named]
-        )
+        slices = [self._slice(desc, child) for child in children]
         return Plan(
             slices,
             "parameters",
-            f"{n} local jobs, one per parameter value ({names}: {listing})",
+            f"{n} local jobs, one per parameter value ({_values_shown(children, n)})",
             attrs={
                 "unit": "parameters",
                 "total": n,
@@ -164,7 +135,17 @@ class ParametricHandler(Handler):
             return max(option_max, 1), "the site's max_jobs for parametric jobs"
         return cap, cap_why.replace("-", " ")
 
-    def _children(self, desc: JobDescription):
+    def _sequences(self, desc: JobDescription) -> tuple[ParameterSequence, ...] | None:
+        """The parameter sequences; more values than :meth:`_limit` allows is a :class:`PlanError`."""
+        limit, why = self._limit(desc)
+        try:
+            return parse_parameters(desc.attrs, max_jobs=limit)
+        except ValueError as e:
+            if "more than the limit" in str(e):
+                raise PlanError(f"{e} ({why})") from None
+            raise InvalidAttribute(f"parametric job: {e}") from None
+
+    def _children(self, desc: JobDescription) -> list[ParametricJob]:
         try:
             return split_parametric(
                 desc.attrs,
@@ -175,84 +156,43 @@ class ParametricHandler(Handler):
         except ValueError as e:
             raise InvalidAttribute(f"parametric job: {e}") from None
 
-    def _unite(self, desc: JobDescription, children) -> None:
+    def _unite(self, desc: JobDescription, children: Sequence[ParametricJob]) -> None:
         """Grid-wide attributes must not vary; record their expanded value, and unite ``outputs``/``inputfiles``.
 
         ``stdout``/``stderr`` that are the same for every local job are the grid job's merged stream, as
         GRAM's; ones that vary (DIRAC's ``StdOutput = "StdOut_$SplitID"``) name each local job's own file
         in its work directory, gathered like an output: the grid job then has no merged stream of its own."""
-        generated = {"Parameter", "ParameterNumber", "SplitID", "SplitSourceJob"}
         first = children[0].description
-        own = [a for a in STREAMS if any(c.description.get(a) != first.get(a) for c in children[1:])]
-        self._streams = tuple(own)
-        for stream in own:
-            desc.attrs.pop(stream, None)
-            names = [self._stream_name(c.description, stream) for c in children]
-            if len(set(names)) != len(names):
-                raise InvalidAttribute(f"{stream} must name a different file for every local job")
-            outputs = desc.attrs.setdefault("outputs", [])
-            for name in names:  # (each local job's own name: it matches its own file only)
-                if name not in outputs:
-                    outputs.append(name)
+        self._streams = tuple(a for a in STREAMS if any(c.description.get(a) != first.get(a) for c in children[1:]))
+        for stream in self._streams:
+            _gather_own_files(desc, children, stream)
         for attr, value in first.items():
-            if attr in generated or attr.startswith("Parameter.") or attr in own:
+            if attr in _GENERATED or attr.startswith("Parameter.") or attr in self._streams:
                 continue
             if attr in STREAMS:
                 desc.attrs[attr] = value
             elif attr in UNITED:
-                union: list = []
-                for child in children:
-                    for v in child.description.get(attr, []):
-                        if v not in union:
-                            union.append(v)
-                desc.attrs[attr] = union
+                desc.attrs[attr] = _union(children, attr)
             elif attr not in PER_JOB:
-                if any(child.description.get(attr) != value for child in children[1:]):
-                    raise InvalidAttribute(
-                        f"attribute {attr} belongs to the whole grid job and may not depend "
-                        f"on the parameter (only {', '.join(sorted(PER_JOB))} may)"
-                    )
-                desc.attrs[attr] = value
+                desc.attrs[attr] = _grid_wide(children, attr, value)
 
-    @staticmethod
-    def _stream_name(d: dict, stream: str) -> str:
-        """A local job's own ``stdout``/``stderr`` file: a plain name in its work directory."""
-        vals = d.get(stream) or []
-        name = vals[0] if len(vals) == 1 and isinstance(vals[0], str) else None
-        if (
-            name is None
-            or not name
-            or len(name) > MAX_STREAM_NAME
-            or "/" in name
-            or name in (".", "..")
-            or any(c in name for c in "\0\n")
-        ):
-            raise InvalidAttribute(
-                f"{stream} varies between local jobs, so it must be one plain file name (no '/'), got {vals!r:.80}"
-            )
-        return name
+    def _slice(self, desc: JobDescription, child: ParametricJob) -> LocalSlice:
+        """Local job ``child``'s slice (its command kept for :meth:`getCommandAndArguments`)."""
+        d = child.description
+        self._argv[child.index] = _argv_of(d, desc, {st: _stream_name(d, st) for st in self._streams})
+        attrs: dict[str, Any] = {"parameterNumber": child.index, "splitId": child.split_id}
+        if d.get("jobname") != desc.attrs.get("jobname"):
+            attrs["jobname"] = " ".join(v for v in d["jobname"] if isinstance(v, str))
+        for stream in self._streams:
+            attrs[stream] = _stream_name(d, stream)
+        return LocalSlice(attrs=attrs, params=_parameters(child), env=_environment(d))
 
-    def _argv_of(self, d: dict, desc: JobDescription, streams: dict[str, str]) -> list[str]:
-        """A local job's command; with ``streams`` (stdout/stderr -> its own file) run by :data:`STDIO_SCRIPT`."""
-        exe = d.get("executable") or []
-        if len(exe) != 1 or not isinstance(exe[0], str) or not exe[0]:
-            raise InvalidAttribute("the job description has no executable", gram_error=81)
-        path = exe[0]
-        if not os.path.isabs(path) and "/" in path:
-            directory = desc.get("directory") or os.path.expanduser("~")
-            path = os.path.normpath(os.path.join(directory, path))
-        args = d.get("arguments", [])
-        if not all(isinstance(a, str) for a in args):
-            raise InvalidAttribute("attribute arguments must be a list of words, not a nested list")
-        if streams:
-            names = [streams.get(st, "") for st in STREAMS]
-            return ["/bin/sh", "-c", STDIO_SCRIPT, "jim-stdio", *names, path, *args]
-        return [path, *args]
-
-    def prepareWorkArea(self, desc, plan, area) -> None:
+    def prepareWorkArea(self, desc: JobDescription, plan: Plan, area: WorkArea) -> None:
+        """See :mod:`jim.handlers.base`: the job's ``inputfiles``."""
         self.add_input_files(desc, area)
 
-    def getCommandAndArguments(self, desc, plan, local) -> list[str]:
+    def getCommandAndArguments(self, desc: JobDescription, plan: Plan, local: LocalSlice) -> list[str]:
+        """See :mod:`jim.handlers.base`: the local job's expanded command."""
         index = int(local.attrs["parameterNumber"])
         if index not in self._argv:  # a fresh handler: expand again (deterministic)
             # (the recorded description has no per-job stream any more: each slice names its own files)
@@ -260,5 +200,124 @@ class ParametricHandler(Handler):
             for child in self._children(desc):
                 own = slices[child.index].attrs if child.index in slices else local.attrs
                 streams = {st: str(own[st]) for st in STREAMS if st in own}
-                self._argv[child.index] = self._argv_of(child.description, desc, streams)
+                self._argv[child.index] = _argv_of(child.description, desc, streams)
         return list(self._argv[index])
+
+
+def _check_parametric(desc: JobDescription) -> None:
+    """A parametric description: ``count`` 1, and a ``parameters*`` attribute."""
+    if desc.get_int("count", 1, minimum=1) != 1:
+        raise InvalidAttribute("parametric jobs take the number of local jobs from parameters; count must be 1")
+    if not any(a.partition(".")[0] in _SEQUENCE_ATTRS for a in desc.attrs):
+        raise InvalidAttribute("parametric jobs need parameters=<count or list of values>")
+
+
+def _gather_own_files(desc: JobDescription, children: Sequence[ParametricJob], stream: str) -> None:
+    """``stream`` varies between local jobs: it leaves the grid job's description, and each local job's
+    own file (a different one each) is one of its ``outputs``."""
+    desc.attrs.pop(stream, None)
+    names = [_stream_name(c.description, stream) for c in children]
+    if len(set(names)) != len(names):
+        raise InvalidAttribute(f"{stream} must name a different file for every local job")
+    outputs = desc.attrs.setdefault("outputs", [])
+    for name in names:  # (each local job's own name: it matches its own file only)
+        if name not in outputs:
+            outputs.append(name)
+
+
+def _union(children: Sequence[ParametricJob], attr: str) -> list[Expanded]:
+    """The values of ``attr`` of every local job, each once, in order."""
+    union: list[Expanded] = []
+    for child in children:
+        for v in child.description.get(attr, []):
+            if v not in union:
+                union.append(v)
+    return union
+
+
+def _grid_wide(children: Sequence[ParametricJob], attr: str, value: list[Expanded]) -> list[Expanded]:
+    """``value``, the first local job's ``attr``, refused unless every local job has it."""
+    if any(child.description.get(attr) != value for child in children[1:]):
+        raise InvalidAttribute(
+            f"attribute {attr} belongs to the whole grid job and may not depend "
+            f"on the parameter (only {', '.join(sorted(PER_JOB))} may)"
+        )
+    return value
+
+
+def _stream_name(d: _Child, stream: str) -> str:
+    """A local job's own ``stdout``/``stderr`` file: a plain name in its work directory."""
+    vals = d.get(stream) or []
+    name = vals[0] if len(vals) == 1 and isinstance(vals[0], str) else None
+    if (
+        name is None
+        or not name
+        or len(name) > MAX_STREAM_NAME
+        or "/" in name
+        or name in (".", "..")
+        or any(c in name for c in "\0\n")
+    ):
+        raise InvalidAttribute(
+            f"{stream} varies between local jobs, so it must be one plain file name (no '/'), got {vals!r:.80}"
+        )
+    return name
+
+
+def _argv_of(d: _Child, desc: JobDescription, streams: Mapping[str, str]) -> list[str]:
+    """A local job's command; with ``streams`` (stdout/stderr -> its own file) run by :data:`STDIO_SCRIPT`."""
+    exe = d.get("executable") or []
+    if len(exe) != 1 or not isinstance(exe[0], str) or not exe[0]:
+        raise InvalidAttribute("the job description has no executable", gram_error=81)
+    path = exe[0]
+    if not os.path.isabs(path) and "/" in path:
+        directory = desc.get("directory") or os.path.expanduser("~")
+        path = os.path.normpath(os.path.join(directory, path))
+    args = d.get("arguments", [])
+    words = [a for a in args if isinstance(a, str)]
+    if len(words) != len(args):
+        raise InvalidAttribute("attribute arguments must be a list of words, not a nested list")
+    if streams:
+        names = [streams.get(st, "") for st in STREAMS]
+        return ["/bin/sh", "-c", STDIO_SCRIPT, "jim-stdio", *names, path, *words]
+    return [path, *words]
+
+
+def _parameters(child: ParametricJob) -> dict[str, str]:
+    """A local job's named parameters: ``Parameter`` (the unnamed value) and each named one."""
+    params = {}
+    if child.parameter is not None:
+        params["Parameter"] = child.parameter
+    for name, value in child.named:
+        if name.lower() == "parameter":
+            raise InvalidAttribute("a named parameter sequence may not be called Parameter")
+        params[name] = value
+    return params
+
+
+def _environment(d: _Child) -> dict[str, str]:
+    """A local job's expanded ``environment``: its ``(NAME value)`` pairs."""
+    return dict(_environment_pair(entry) for entry in d.get("environment", []))
+
+
+def _environment_pair(entry: Expanded) -> tuple[str, str]:
+    if isinstance(entry, list) and len(entry) == 2:
+        name, value = entry
+        if isinstance(name, str) and isinstance(value, str):
+            return name, value
+    raise InvalidAttribute(f"environment entries must be (NAME value) pairs, got {entry!r}")
+
+
+def _values_shown(children: Sequence[ParametricJob], n: int) -> str:
+    """``Parameter, Parameter.e: (1, 10), (2, 20), ...``: the sequences' names and the first values."""
+    names = (["Parameter"] if children[0].parameter is not None else []) + [
+        f"Parameter.{name}" for name, _ in children[0].named
+    ]
+    shown = [_value_shown(c) for c in children[:_SHOWN]]
+    more = f", ... ({n - _SHOWN} more)" if n > _SHOWN else ""
+    return f"{', '.join(names)}: {', '.join(shown)}{more}"
+
+
+def _value_shown(child: ParametricJob) -> str:
+    """A local job's value, or its values in parentheses when there are named sequences."""
+    values = ([child.parameter] if child.parameter is not None else []) + [v for _, v in child.named]
+    return values[0] if not child.named else "(" + ", ".join(values) + ")"

@@ -48,15 +48,16 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers import inputdata
-from jim.handlers.base import Handler, LocalSlice, Plan
+from jim.handlers.base import EventBudget, Handler, LocalSlice, Plan
 from jim.jobdesc import JobDescription
 from jim.split.eventaware import split_event_aware
-from jim.split.events import EventFile, split_event_files
-from jim.split.files import split_files
-from jim.split.lumis import LumiFile, split_lumis
+from jim.split.events import EventFile, EventSlice, split_event_files
+from jim.split.files import FileSlice, split_files
+from jim.split.lumis import LumiFile, LumiMask, LumiOptions, LumiSlice, split_lumis
 
 MODES = ("files", "events", "lumis", "eventaware")
 
@@ -90,6 +91,7 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
     options: ReprocessingOptions
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
+        """See :mod:`jim.handlers.base`; the modes are in the module docstring."""
         self.executable_argv(desc)
         mode = (desc.get("splitting") or str(self.options.splitting)).strip().lower()
         if mode not in MODES:
@@ -98,39 +100,45 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         cap, cap_why = self.max_local_jobs(desc)
         cpe = desc.get_float("cpuperevent", None, positive=True)
         seconds = cpe / self.cpu_power() if cpe is not None else None
+        plan = self._split(desc, entries, mode, cap, cap_why)
+        for k, s in enumerate(plan.slices):
+            s.env["JIM_INPUT_FILE_LIST"] = inputdata.list_name(k)
+            _estimate(s, seconds)
+        plan.attrs.update({"unit": mode, "inputFiles": len(entries)})
+        if seconds is not None:
+            self._against_time_limit(plan)
+        return plan
+
+    def _split(
+        self, desc: JobDescription, entries: list[inputdata.InputEntry], mode: str, cap: int, cap_why: str
+    ) -> Plan:
+        """The plan of ``mode``; more than ``cap`` local jobs is a :class:`PlanError` that says why."""
         try:
             if mode == "files":
-                plan = self._by_files(desc, entries, cap, cap_why)
-            elif mode == "events":
-                plan = self._by_events(desc, entries, cap)
-            else:
-                plan = self._by_lumis(desc, entries, cap, mode)
+                return self._by_files(desc, entries, cap)
+            if mode == "events":
+                return self._by_events(desc, entries, cap)
+            return self._by_lumis(desc, entries, cap, mode)
         except ValueError as e:
             if "more than the limit" in str(e):
                 raise PlanError(f"{e} ({cap_why.replace('-', ' ')})") from None
             raise InvalidAttribute(f"{mode} splitting: {e}") from None
-        for k, s in enumerate(plan.slices):
-            s.env["JIM_INPUT_FILE_LIST"] = inputdata.list_name(k)
-            events = s.attrs.get("events", s.attrs.get("estimatedEvents"))
-            if seconds is not None and events is not None and "estSeconds" not in s.attrs:
-                s.attrs["estSeconds"] = f"{float(events) * seconds:.0f}"
-        plan.attrs.update({"unit": mode, "inputFiles": len(entries)})
-        if seconds is not None:
-            limit = self.time_limit(float(self.options.safety))
-            plan.attrs.update(limit.record())
-            estimates = [
-                float(s.attrs["estSeconds"])
-                for s in plan.slices
-                if "estSeconds" in s.attrs and not s.failed_on_creation
-            ]
-            if estimates:
-                plan.attrs["estSecondsPerJob"] = f"{max(estimates):.0f}"
-                over = " -- OVER the limit" if max(estimates) > limit.seconds else ""
-                plan.explanation += f"; longest local job about {max(estimates):.0f} s against {limit.describe()}{over}"
-        return plan
+
+    def _against_time_limit(self, plan: Plan) -> None:
+        """Record the time limit, and the longest local job's estimate against it."""
+        limit = self.time_limit(float(self.options.safety))
+        plan.attrs.update(limit.record())
+        estimates = [
+            float(s.attrs["estSeconds"]) for s in plan.slices if "estSeconds" in s.attrs and not s.failed_on_creation
+        ]
+        if estimates:
+            longest = max(estimates)
+            plan.attrs["estSecondsPerJob"] = f"{longest:.0f}"
+            over = " -- OVER the limit" if longest > limit.seconds else ""
+            plan.explanation += f"; longest local job about {longest:.0f} s against {limit.describe()}{over}"
 
     # -- the four modes ----------------------------------------------------------------
-    def _by_files(self, desc, entries, cap, cap_why) -> Plan:
+    def _by_files(self, desc: JobDescription, entries: list[inputdata.InputEntry], cap: int) -> Plan:
         names = [e.name for e in entries]
         user = desc.get_int("filesperjob", None, minimum=1)
         per_job, binding = (
@@ -139,57 +147,23 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         if math.ceil(len(names) / per_job) > cap and user is None:
             per_job, binding = math.ceil(len(names) / cap), "max-local-jobs"
         events = {e.name: inputdata.count(e, 0, "events") for e in entries}
-        slices = []
         where = {e.name: e.location for e in entries if e.location}
-        for s in split_files(names, per_job, balanced=bool(self.options.balanced), max_jobs=cap, locations=where):
-            attrs: dict[str, object] = {"files": s.count, "inputFiles": " ".join(s.files)}
-            if s.location:
-                attrs["location"] = " ".join(sorted(s.location))
-            if all(events[f] is not None for f in s.files):
-                attrs["events"] = sum(events[f] for f in s.files)  # type: ignore[misc]
-            slices.append(LocalSlice(attrs=attrs, env=inputdata.slice_env(s.files)))
-        largest = max(s.attrs["files"] for s in slices)
+        pieces = split_files(names, per_job, balanced=bool(self.options.balanced), max_jobs=cap, locations=where)
+        slices = [_file_slice(p, events) for p in pieces]
         return Plan(
             slices,
             binding,
-            f"{len(names)} input files in {len(slices)} local jobs of up to {largest} "
+            f"{len(names)} input files in {len(slices)} local jobs of up to {max(p.count for p in pieces)} "
             f"files (binding: {binding.replace('-', ' ')})",
             attrs={"total": len(names), "perJob": per_job},
         )
 
-    def _by_events(self, desc, entries, cap) -> Plan:
-        files = []
-        for e in entries:
-            n = inputdata.count(e, 0, "events")
-            if n is None:
-                raise InvalidAttribute(
-                    f"splitting=events needs every file's event count: (NAME EVENTS), missing for {e.name}"
-                )
-            files.append(EventFile(e.name, n))
+    def _by_events(self, desc: JobDescription, entries: list[inputdata.InputEntry], cap: int) -> Plan:
+        files = [_event_file(e) for e in entries]
         where = {e.name: " ".join(sorted(e.location)) for e in entries if e.location}
         budget = self.event_budget(desc, safety=float(self.options.safety), default_per_job=self._default_events())
         pieces = split_event_files(files, budget.per_job, balanced=bool(self.options.balanced), max_jobs=cap)
-        slices = []
-        for p in pieces:
-            attrs = {
-                "inputFiles": p.file,
-                "files": 1,
-                "firstEvent": p.first,
-                "lastEvent": "" if p.last is None else p.last,
-                "events": p.count,
-            }
-            if p.file in where:
-                attrs["location"] = where[p.file]
-            est = budget.estimate(p.count)
-            if est is not None:
-                attrs["estSeconds"] = f"{est:.0f}"
-            env = {
-                **inputdata.slice_env([p.file]),
-                "JIM_FIRST_EVENT": str(p.first),
-                "JIM_LAST_EVENT": "" if p.last is None else str(p.last),
-                "JIM_EVENTS": str(p.count),
-            }
-            slices.append(LocalSlice(attrs=attrs, env=env))
+        slices = [_event_slice(p, where, budget) for p in pieces]
         total = sum(f.events for f in files)
         return Plan(
             slices,
@@ -203,25 +177,25 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
             },
         )
 
-    def _by_lumis(self, desc, entries, cap, mode) -> Plan:
+    def _by_lumis(self, desc: JobDescription, entries: list[inputdata.InputEntry], cap: int, mode: str) -> Plan:
         files = [
             LumiFile(e.name, inputdata.lumis(e, 1), inputdata.count(e, 0, "events") or 0, e.location) for e in entries
         ]
         if not any(f.lumis for f in files):
             raise InvalidAttribute(f"splitting={mode} needs the files' lumi sections: (NAME EVENTS RUN:LUMIS ...)")
-        common = {
-            "split_on_run": bool(self.options.split_on_run),
-            "halt_on_file_boundaries": bool(self.options.halt_on_file_boundaries),
-            "lumi_mask": self._lumi_mask(desc),
-            "run_whitelist": self._run_whitelist(desc),
-            "max_jobs": cap,
-        }
+        options = LumiOptions(
+            split_on_run=bool(self.options.split_on_run),
+            halt_on_file_boundaries=bool(self.options.halt_on_file_boundaries),
+            lumi_mask=_lumi_mask(desc),
+            run_whitelist=_run_whitelist(desc),
+            max_jobs=cap,
+        )
         if mode == "lumis":
             user = desc.get_int("lumisperjob", None, minimum=1)
             per_job, binding = (
                 (user, "user-lumis-per-job") if user else (int(self.options.lumis_per_job), "default-lumis-per-job")
             )
-            pieces = split_lumis(files, per_job, **common)
+            pieces = split_lumis(files, per_job, options)
             what = f"up to {per_job} lumi sections"
         else:
             budget = self.event_budget(desc, safety=float(self.options.safety), default_per_job=self._default_events())
@@ -229,57 +203,126 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
             pieces = split_event_aware(
                 files,
                 per_job,
+                options,
                 time_per_event=budget.seconds_per_event or 0.0,
                 job_time_limit=budget.limit.seconds if budget.seconds_per_event else None,
-                **common,
             )
             what = f"about {per_job} events of whole lumi sections"
-        slices = []
-        for p in pieces:
-            mask = json.dumps({str(r): v for r, v in p.mask().items()}, separators=(",", ":"))
-            attrs = {
-                "files": len(p.files),
-                "inputFiles": " ".join(p.files),
-                "lumis": p.count,
-                "runs": " ".join(map(str, p.runs)),
-                "estimatedEvents": f"{p.estimated_events:g}",
-            }
-            if p.location:
-                attrs["location"] = " ".join(sorted(p.location))
-            env = {**inputdata.slice_env(p.files), "JIM_LUMI_MASK": mask, "JIM_RUNS": " ".join(map(str, p.runs))}
-            slices.append(LocalSlice(attrs=attrs, env=env, failed_on_creation=p.failed_on_creation))
-        failed = sum(1 for s in slices if s.failed_on_creation)
-        expl = (
-            f"{sum(s.attrs['lumis'] for s in slices)} lumi sections of {len(files)} input files in "
-            f"{len(slices)} local jobs of {what} (binding: {binding.replace('-', ' ')})"
-        )
-        if failed:
-            expl += f"; {failed} lumi section(s) too long for the time limit failed on creation"
-        return Plan(slices, binding, expl, attrs={"perJob": per_job, "failedOnCreation": failed or None})
+        return _lumi_plan(pieces, len(files), what, per_job, binding)
 
-    # -- helpers -----------------------------------------------------------------------
+    # -- the sizes ------------------------------------------------------------------------
     def _default_events(self) -> int:
+        """The events per local job without a hint: the option's, else the site's."""
         return int(self.options.default_events_per_job) or self.site.default_events_per_job
 
-    @staticmethod
-    def _lumi_mask(desc):
-        text = desc.get("lumimask")
-        if text is None:
-            return None
-        try:
-            mask = json.loads(text)
-        except ValueError as e:
-            raise InvalidAttribute(f"lumimask is not JSON: {e}") from None
-        if not isinstance(mask, dict):
-            raise InvalidAttribute('lumimask must be a JSON object: {"run": [[first, last], ...]}')
-        return mask
 
-    @staticmethod
-    def _run_whitelist(desc):
-        runs = desc.values("runwhitelist")
-        if not runs:
-            return None
-        try:
-            return [int(r, 10) for r in runs]
-        except ValueError:
-            raise InvalidAttribute(f"runwhitelist must be run numbers, got {' '.join(runs)}") from None
+def _estimate(s: LocalSlice, seconds: float | None) -> None:
+    """With a CPU hint (``seconds`` per event), a slice's estimated seconds from its (estimated) events."""
+    events = s.attrs.get("events", s.attrs.get("estimatedEvents"))
+    if seconds is not None and events is not None and "estSeconds" not in s.attrs:
+        s.attrs["estSeconds"] = f"{float(events) * seconds:.0f}"
+
+
+def _file_slice(piece: FileSlice, events: dict[str, int | None]) -> LocalSlice:
+    """A local job of whole files: its files, their location and, when every file's is known, their events."""
+    attrs: dict[str, object] = {"files": piece.count, "inputFiles": " ".join(piece.files)}
+    if piece.location:
+        attrs["location"] = " ".join(sorted(piece.location))
+    known = [n for f in piece.files if (n := events[f]) is not None]
+    if len(known) == len(piece.files):
+        attrs["events"] = sum(known)
+    return LocalSlice(attrs=attrs, env=inputdata.slice_env(piece.files))
+
+
+def _event_file(entry: inputdata.InputEntry) -> EventFile:
+    """A file with its event count (``splitting=events`` needs every file's)."""
+    n = inputdata.count(entry, 0, "events")
+    if n is None:
+        raise InvalidAttribute(
+            f"splitting=events needs every file's event count: (NAME EVENTS), missing for {entry.name}"
+        )
+    return EventFile(entry.name, n)
+
+
+def _event_slice(piece: EventSlice, where: dict[str, str], budget: EventBudget) -> LocalSlice:
+    """A local job of events of one file: its file, first and last event (empty for an empty file), estimate."""
+    file = piece.file or ""
+    last = "" if piece.last is None else str(piece.last)
+    attrs: dict[str, Any] = {
+        "inputFiles": file,
+        "files": 1,
+        "firstEvent": piece.first,
+        "lastEvent": "" if piece.last is None else piece.last,
+        "events": piece.count,
+    }
+    if file in where:
+        attrs["location"] = where[file]
+    est = budget.estimate(piece.count)
+    if est is not None:
+        attrs["estSeconds"] = f"{est:.0f}"
+    env = {
+        **inputdata.slice_env([file]),
+        "JIM_FIRST_EVENT": str(piece.first),
+        "JIM_LAST_EVENT": last,
+        "JIM_EVENTS": str(piece.count),
+    }
+    return LocalSlice(attrs=attrs, env=env)
+
+
+def _lumi_plan(pieces: list[LumiSlice], files: int, what: str, per_job: int, binding: str) -> Plan:
+    """The plan of whole lumi sections of ``files`` input files in local jobs of ``what``; a lumi
+    section too long for the time limit is a local job failed on creation."""
+    slices = [_lumi_slice(p) for p in pieces]
+    failed = sum(1 for s in slices if s.failed_on_creation)
+    expl = (
+        f"{sum(p.count for p in pieces)} lumi sections of {files} input files in {len(slices)} local jobs of "
+        f"{what} (binding: {binding.replace('-', ' ')})"
+    )
+    if failed:
+        expl += f"; {failed} lumi section(s) too long for the time limit failed on creation"
+    return Plan(slices, binding, expl, attrs={"perJob": per_job, "failedOnCreation": failed or None})
+
+
+def _lumi_slice(piece: LumiSlice) -> LocalSlice:
+    """A local job of whole lumi sections: its files, lumis (as a CMS JSON mask), runs and estimated events."""
+    mask = json.dumps({str(r): v for r, v in piece.mask().items()}, separators=(",", ":"))
+    attrs: dict[str, Any] = {
+        "files": len(piece.files),
+        "inputFiles": " ".join(piece.files),
+        "lumis": piece.count,
+        "runs": " ".join(map(str, piece.runs)),
+        "estimatedEvents": f"{piece.estimated_events:g}",
+    }
+    if piece.location:
+        attrs["location"] = " ".join(sorted(piece.location))
+    env = {
+        **inputdata.slice_env(piece.files),
+        "JIM_LUMI_MASK": mask,
+        "JIM_RUNS": " ".join(map(str, piece.runs)),
+    }
+    return LocalSlice(attrs=attrs, env=env, failed_on_creation=piece.failed_on_creation)
+
+
+def _lumi_mask(desc: JobDescription) -> LumiMask | None:
+    """``lumimask``: a CMS JSON object ``{"run": [[first, last], ...]}`` (checked further by the splitter)."""
+    text = desc.get("lumimask")
+    if text is None:
+        return None
+    try:
+        mask = json.loads(text)
+    except ValueError as e:
+        raise InvalidAttribute(f"lumimask is not JSON: {e}") from None
+    if not isinstance(mask, dict):
+        raise InvalidAttribute('lumimask must be a JSON object: {"run": [[first, last], ...]}')
+    return mask
+
+
+def _run_whitelist(desc: JobDescription) -> list[int] | None:
+    """``runwhitelist``: run numbers."""
+    runs = desc.values("runwhitelist")
+    if not runs:
+        return None
+    try:
+        return [int(r, 10) for r in runs]
+    except ValueError:
+        raise InvalidAttribute(f"runwhitelist must be run numbers, got {' '.join(runs)}") from None

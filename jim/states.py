@@ -248,30 +248,55 @@ def aggregate_counts(
     cancelled: bool = False,
     max_failed_fraction: float = 0.0,
 ) -> GramState:
-    """:func:`aggregate` from the number of local jobs in each state."""
+    """:func:`aggregate` from the number of local jobs in each state: the module docstring's table,
+    row by row."""
     if previous is not None and previous.terminal:
         return previous
-    counts = Counter({s: n for s, n in counts.items() if n})
-    total = sum(counts.values())
-    if total == 0:
-        result = GramState.FAILED if cancelled and outputs_gathered else GramState.UNSUBMITTED
-        return _no_backwards(result, previous)
-    terminal = sum(n for s, n in counts.items() if s.terminal)
-    if terminal == total:
-        if not outputs_gathered:
-            return GramState.ACTIVE
-        failed = sum(n for s, n in counts.items() if s.failure)
-        if cancelled or failed > max_failed_fraction * total:
-            return GramState.FAILED
-        return GramState.DONE
-    if counts[LocalState.RUNNING]:
+    tally = _Tally.of(counts)
+    if tally.total == 0:
+        return _no_backwards(GramState.FAILED if cancelled and outputs_gathered else GramState.UNSUBMITTED, previous)
+    if tally.terminal == tally.total:
+        return _all_ended(tally, outputs_gathered, cancelled, max_failed_fraction)
+    if tally.running:
         return GramState.ACTIVE
-    waiting = total - terminal
-    if counts[LocalState.HELD] + counts[LocalState.SUSPENDED] == waiting:
+    if tally.held + tally.suspended == tally.total - tally.terminal:
         return GramState.SUSPENDED
-    if terminal or counts[LocalState.SUSPENDED]:
+    if tally.terminal or tally.suspended:
         return GramState.ACTIVE
     return _no_backwards(GramState.PENDING, previous)
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """The numbers of local jobs the table reads."""
+
+    total: int
+    terminal: int
+    failed: int
+    running: int
+    held: int
+    suspended: int
+
+    @classmethod
+    def of(cls, counts: Mapping[LocalState, int]) -> _Tally:
+        items = counts.items()
+        return cls(
+            total=sum(n for _, n in items),
+            terminal=sum(n for s, n in items if s.terminal),
+            failed=sum(n for s, n in items if s.failure),
+            running=counts.get(LocalState.RUNNING, 0),
+            held=counts.get(LocalState.HELD, 0),
+            suspended=counts.get(LocalState.SUSPENDED, 0),
+        )
+
+
+def _all_ended(tally: _Tally, outputs_gathered: bool, cancelled: bool, max_failed_fraction: float) -> GramState:
+    """Every local job terminal: ACTIVE until the outputs are gathered, then DONE or FAILED."""
+    if not outputs_gathered:
+        return GramState.ACTIVE
+    if cancelled or tally.failed > max_failed_fraction * tally.total:
+        return GramState.FAILED
+    return GramState.DONE
 
 
 def _no_backwards(result: GramState, previous: GramState | None) -> GramState:

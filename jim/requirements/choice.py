@@ -112,51 +112,72 @@ def requirements_of_description(values: Sequence[Any] | None, queue: str | None 
 
     Raises :class:`InvalidRequirement` for a malformed pair or a name given twice.
     """
-    params: dict[str, str | tuple[str, ...]] = {}
-    seen: dict[str, str] = {}
-    expressions: list[str] = []
-    records: list[str] = []
+    reader = _Reader()
+    for item in values or ():
+        reader.read(item)
+    if queue is not None and queue.strip():
+        reader.add_queue(queue.strip())
+    return StatedRequirements(reader.params, tuple(reader.expressions), tuple(reader.records))
 
-    def add(name: str, value: str | list[str]) -> None:
+
+class _Reader:
+    """A description's requirements, gathered value by value (:func:`requirements_of_description`)."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, str | tuple[str, ...]] = {}
+        self.expressions: list[str] = []
+        self.records: list[str] = []
+        self._seen: dict[str, str] = {}  # lower-case name -> the job's spelling
+
+    def read(self, item: object) -> None:
+        """One value: a ``(NAME value ...)`` sequence, a ``Name=value`` pair, a ClassAd record
+        (``[...]``) or a ClassAd expression; a blank one says nothing."""
+        if isinstance(item, (list, tuple)):
+            self._read_sequence(item)
+        elif isinstance(item, str):
+            self._read_text(item.strip())
+        else:
+            raise InvalidRequirement(f"requirements: unexpected value {item!r}")
+
+    def _read_sequence(self, item: list[Any] | tuple[Any, ...]) -> None:
+        if len(item) < 2 or not all(isinstance(x, str) for x in item):
+            raise InvalidRequirement(f"requirements: a nested sequence must be (NAME value ...), got {item!r}")
+        name, *vals = item
+        self.add(name.strip(), vals[0] if len(vals) == 1 else list(vals))
+
+    def _read_text(self, text: str) -> None:
+        if not text:
+            return
+        match = None if text.startswith("[") else _PAIR_RE.match(text)
+        if match:
+            self.add(match.group(1), _unquote(match.group(2)))
+        elif text.startswith("["):
+            self.records.append(text)
+        else:
+            self.expressions.append(text)
+
+    def add(self, name: str, value: str | list[str]) -> None:
+        """Requirement ``name = value`` (a list: any of its values, all of them for ``Tag``)."""
         if not NAME_RE.match(name):
             raise InvalidRequirement(
                 f"invalid requirement name {name!r} (letters, digits and '_', not starting with a digit)"
             )
         low = name.lower()
-        if low in seen:
+        if low in self._seen:
             several = (
                 f"for several tags write {name}=a,b: the queue must offer all of them"
                 if low == TAG
                 else f"for any of several values write {name}=a,b; for all of them a ClassAd expression"
             )
             raise InvalidRequirement(f"requirement {name} is given twice ({several})")
-        seen[low] = name
-        params[name] = tuple(value) if isinstance(value, list) else value
+        self._seen[low] = name
+        self.params[name] = tuple(value) if isinstance(value, list) else value
 
-    for item in values or ():
-        if isinstance(item, (list, tuple)):
-            if len(item) < 2 or not all(isinstance(x, str) for x in item):
-                raise InvalidRequirement(f"requirements: a nested sequence must be (NAME value ...), got {item!r}")
-            name, *vals = item
-            add(name.strip(), vals[0] if len(vals) == 1 else list(vals))
-            continue
-        if not isinstance(item, str):
-            raise InvalidRequirement(f"requirements: unexpected value {item!r}")
-        text = item.strip()
-        if not text:
-            continue
-        match = None if text.startswith("[") else _PAIR_RE.match(text)
-        if match:
-            add(match.group(1), _unquote(match.group(2)))
-        elif text.startswith("["):
-            records.append(text)
-        else:
-            expressions.append(text)
-    if queue is not None and queue.strip():
-        if "queue" in seen:
+    def add_queue(self, queue: str) -> None:
+        """GRAM's ``queue`` attribute: requirement ``Queue``, unless the requirements name one."""
+        if "queue" in self._seen:
             raise InvalidRequirement("the queue is given twice: by the queue attribute and in requirements")
-        add("Queue", queue.strip())
-    return StatedRequirements(params, tuple(expressions), tuple(records))
+        self.add("Queue", queue)
 
 
 # ---------------------------------------------------------------- the persistent cache

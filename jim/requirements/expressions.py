@@ -7,7 +7,7 @@ for them.  The semantics are in ``docs/requirements.md``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from jim.classads import classad_module
@@ -138,16 +138,20 @@ def _conjuncts(text: str) -> list[str]:
         return _conjuncts(inner)
     top = dict(_scan_top_level(text))
     cuts = [i for i, ch in top.items() if ch == "&" and top.get(i + 1) == "&" and top.get(i - 1) != "&"]
-    looser = any(
-        (ch == "?" and not (top.get(i - 1) == "=" and top.get(i + 1) == "="))  # not =?=
-        or (ch == "|" and top.get(i + 1) == "|")
-        for i, ch in top.items()
-    )
-    if not cuts or looser:
+    if not cuts or _looser_than_and(top):
         return [text]
     bounds = [0, *[c + 2 for c in cuts]]
     ends = [*cuts, len(text)]
     return [term for a, b in zip(bounds, ends, strict=True) for term in _conjuncts(text[a:b])]
+
+
+def _looser_than_and(top: Mapping[int, str]) -> bool:
+    """Does a top-level ``||`` or ``?:`` (position -> character outside brackets) bind looser than ``&&``?"""
+    return any(
+        (ch == "?" and not (top.get(i - 1) == "=" and top.get(i + 1) == "="))  # not =?=
+        or (ch == "|" and top.get(i + 1) == "|")
+        for i, ch in top.items()
+    )
 
 
 # ---------------------------------------------------------------- evaluation against queues

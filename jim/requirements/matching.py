@@ -122,25 +122,36 @@ def _requirement_value(name: str, value: object) -> ReqValue:
     if isinstance(value, (bool, str)):
         return value
     if isinstance(value, (int, float)):  # not a bool: see above
-        if isinstance(value, float) and math.isnan(value):
-            raise InvalidRequirement(f"requirement {name}: nan is not a usable value")
-        if isinstance(value, int) and not fits_int64(value):
-            raise InvalidRequirement(f"requirement {name}: integer {value} does not fit in 64 bits")
-        return _canonical_number(value)
+        return _requirement_number(name, value)
     if isinstance(value, (list, tuple, set, frozenset)):
-        items: list[str | int | float] = []
-        for item in value:
-            if isinstance(item, str):
-                items.append(item)
-            elif _is_number(item) and not (isinstance(item, float) and math.isnan(item)):
-                items.append(_canonical_number(item))
-            else:
-                raise InvalidRequirement(f"requirement {name}: list elements must be strings or numbers, got {item!r}")
-        if not items:
-            raise InvalidRequirement(f"requirement {name}: an empty list can never be satisfied")
-        unique = dict.fromkeys(items)  # 1 and 1.0 are one key
-        return tuple(sorted(unique, key=lambda v: (1, v, "") if isinstance(v, str) else (0, "", v)))
+        return _requirement_list(name, value)
     raise InvalidRequirement(f"requirement {name}: expected a string, number, boolean or list, got {type_name(value)}")
+
+
+def _requirement_number(name: str, value: int | float) -> int | float:
+    """A number a ClassAd can hold (not nan, an integer of 64 bits), integral floats as ints."""
+    if isinstance(value, float) and math.isnan(value):
+        raise InvalidRequirement(f"requirement {name}: nan is not a usable value")
+    if isinstance(value, int) and not fits_int64(value):
+        raise InvalidRequirement(f"requirement {name}: integer {value} does not fit in 64 bits")
+    return _canonical_number(value)
+
+
+def _requirement_list(name: str, value: Iterable[object]) -> tuple[str | int | float, ...]:
+    """A non-empty list of strings and numbers, sorted (numbers first) and without duplicates."""
+    items = [_list_element(name, item) for item in value]
+    if not items:
+        raise InvalidRequirement(f"requirement {name}: an empty list can never be satisfied")
+    unique = dict.fromkeys(items)  # 1 and 1.0 are one key
+    return tuple(sorted(unique, key=lambda v: (1, v, "") if isinstance(v, str) else (0, "", v)))
+
+
+def _list_element(name: str, item: object) -> str | int | float:
+    if isinstance(item, str):
+        return item
+    if _is_number(item) and not (isinstance(item, float) and math.isnan(item)):
+        return _canonical_number(item)
+    raise InvalidRequirement(f"requirement {name}: list elements must be strings or numbers, got {item!r}")
 
 
 # ---------------------------------------------------------------- requirements
@@ -408,48 +419,81 @@ def _offer_for_term(term: str, refs: Sequence[str], holders: Sequence[Queue], tr
 
 
 def _explain(reqs: JobRequirements, ads: QueueAds) -> NoEligibleQueue:
-    """Name the requirement no queue meets, or the closest queue's unmet ones."""
+    """Name the requirement no queue meets, or the closest queue's unmet ones.
+
+    The parameters are looked at first, then the expression's terms, then the tags the queues
+    require; what each queue does not meet is gathered on the way, to name the closest queue."""
+    unmet: list[list[str]] = [[] for _ in ads.tree.queues]
+    for step in (_parameter_met_nowhere, _term_met_nowhere, _taken_nowhere):
+        refusal = step(reqs, ads, unmet)
+        if refusal is not None:
+            return refusal
+    return _closest(ads.tree, unmet)
+
+
+def _note(unmet: list[list[str]], met: Sequence[bool], text: str) -> None:
+    """Add ``text`` to the unmet requirements of every queue where ``met`` is false."""
+    for i, ok in enumerate(met):
+        if not ok:
+            unmet[i].append(text)
+
+
+def _parameter_met_nowhere(reqs: JobRequirements, ads: QueueAds, unmet: list[list[str]]) -> NoEligibleQueue | None:
+    """The first ``name = value`` requirement no queue has or meets, with what the queues offer."""
     tree = ads.tree
-    queues = tree.queues
-    failures: list[list[str]] = [[] for _ in queues]
     for req in reqs.params:
-        holders = [q for q in queues if req.name in q]
+        holders = [q for q in tree.queues if req.name in q]
         if not holders:
             return NoEligibleQueue(f"no queue has parameter {req.name}", unmet=req.name)
         text = req.describe(holders)
-        met = [req.satisfied_by(q) for q in queues]
+        met = [req.satisfied_by(q) for q in tree.queues]
         if not any(met):
             return NoEligibleQueue(f"no queue satisfies {text} ({_offer(req, holders, tree)})", unmet=text)
-        for i, ok in enumerate(met):
-            if not ok:
-                failures[i].append(text)
-    if reqs.expression is not None:
-        for term, refs, met in ads.terms(reqs.expression):
-            if not any(met):
-                absent = [name for name in refs if not any(name in q for q in queues)]
-                if absent:
-                    return NoEligibleQueue(f"no queue has parameter {absent[0]} (needed by {term})", unmet=absent[0])
-                holders = [q for q in queues if refs and refs[0] in q]
-                offer = _offer_for_term(term, refs, holders, tree)
-                return NoEligibleQueue(f"no queue satisfies {term}{offer}", unmet=term)
-            for i, ok in enumerate(met):
-                if not ok:
-                    failures[i].append(term)
+        _note(unmet, met, text)
+    return None
+
+
+def _term_met_nowhere(reqs: JobRequirements, ads: QueueAds, unmet: list[list[str]]) -> NoEligibleQueue | None:
+    """The first term of the expression that holds on no queue: a parameter no queue has, or what
+    the queues offer for the one it tests."""
+    if reqs.expression is None:
+        return None
+    queues = ads.tree.queues
+    for term, refs, met in ads.terms(reqs.expression):
+        if not any(met):
+            absent = [name for name in refs if not any(name in q for q in queues)]
+            if absent:
+                return NoEligibleQueue(f"no queue has parameter {absent[0]} (needed by {term})", unmet=absent[0])
+            holders = [q for q in queues if refs and refs[0] in q]
+            offer = _offer_for_term(term, refs, holders, ads.tree)
+            return NoEligibleQueue(f"no queue satisfies {term}{offer}", unmet=term)
+        _note(unmet, met, term)
+    return None
+
+
+def _taken_nowhere(reqs: JobRequirements, ads: QueueAds, unmet: list[list[str]]) -> NoEligibleQueue | None:
+    """Every queue requires a tag the job does not ask for: each queue's ``RequiredTag`` named."""
+    tree = ads.tree
     tags = reqs.tags
-    refused = [_refused_tags(q, tags) for q in queues]
+    refused = [_refused_tags(q, tags) for q in tree.queues]
     if all(refused):
         asked = f"with Tag [{_join_limited([_fmt(t) for t in tags])}]" if tags else "without tags"
-        required = _join_limited([f"{tree.label(q)}: {_fmt(_required_tags(q))}" for q in queues])
+        required = _join_limited([f"{tree.label(q)}: {_fmt(_required_tags(q))}" for q in tree.queues])
         return NoEligibleQueue(
             f"no queue takes a job {asked}: each has a RequiredTag the job does not ask for ({required})",
             unmet="RequiredTag",
         )
     for i, missing in enumerate(refused):
         if missing:
-            failures[i].append(f"RequiredTag {_fmt(missing)}")
-    closest = min(range(len(queues)), key=lambda i: (len(failures[i]), i))
-    unmet = "; ".join(failures[closest])
+            unmet[i].append(f"RequiredTag {_fmt(missing)}")
+    return None
+
+
+def _closest(tree: ResourceTree, unmet: Sequence[Sequence[str]]) -> NoEligibleQueue:
+    """The queue with the fewest unmet requirements (the first of those), and them."""
+    closest = min(range(len(tree.queues)), key=lambda i: (len(unmet[i]), i))
+    text = "; ".join(unmet[closest])
     return NoEligibleQueue(
-        f"no single queue satisfies all requirements (closest: {tree.label(queues[closest])}, unmet: {unmet})",
-        unmet=unmet,
+        f"no single queue satisfies all requirements (closest: {tree.label(tree.queues[closest])}, unmet: {text})",
+        unmet=text,
     )

@@ -196,28 +196,36 @@ _Params: TypeAlias = dict[str, tuple[str, ParamValue]]  # lower name → (spelli
 
 
 def _config_value(value: object, where: str, union: bool) -> ParamValue:
-    """Validate one TOML parameter value; lists become tuples."""
+    """Validate one TOML parameter value (of a union parameter: :func:`_union_value`); lists become tuples."""
     if union:
-        if isinstance(value, str):
-            return (value,)
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return tuple(value)
-        raise ResourceConfigError(f"{where}: expected a string or a list of strings, got {type_name(value)}")
+        return _union_value(value, where)
     if isinstance(value, (bool, str)):
         return value
-    if isinstance(value, int):
-        if not fits_int64(value):
-            raise ResourceConfigError(f"{where}: integer {value} does not fit in 64 bits")
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            raise ResourceConfigError(f"{where}: nan is not a usable value")
-        return value
+    if isinstance(value, (int, float)):
+        return _config_number(value, where)
     if isinstance(value, list):
         if all(isinstance(v, str) for v in value):
             return tuple(value)
         raise ResourceConfigError(f"{where}: a list value must hold only strings")
     raise ResourceConfigError(f"{where}: expected a string, number, boolean or list of strings, got {type_name(value)}")
+
+
+def _union_value(value: object, where: str) -> tuple[str, ...]:
+    """A ``Tag`` or ``RequiredTag`` value: a string or a list of strings, as a tuple."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ResourceConfigError(f"{where}: expected a string or a list of strings, got {type_name(value)}")
+
+
+def _config_number(value: int | float, where: str) -> int | float:
+    """A number a ClassAd can hold: an integer of 64 bits, a float that is not nan."""
+    if isinstance(value, int) and not fits_int64(value):
+        raise ResourceConfigError(f"{where}: integer {value} does not fit in 64 bits")
+    if isinstance(value, float) and math.isnan(value):
+        raise ResourceConfigError(f"{where}: nan is not a usable value")
+    return value
 
 
 def _level(table: object, keys: tuple[str, ...], child: str | None) -> tuple[_Params, Mapping[str, Any] | None]:
@@ -230,32 +238,43 @@ def _level(table: object, keys: tuple[str, ...], child: str | None) -> tuple[_Pa
     for key, value in table.items():
         if not isinstance(key, str):
             raise ResourceConfigError(f"{where}: parameter names must be strings, got {key!r}")
-        kwhere = _path(*keys, key)
-        low = key.lower()
         if child is not None and key == child:
-            if not isinstance(value, Mapping):
-                raise ResourceConfigError(
-                    f"{kwhere}: expected a table of tables ([{_path(*keys, child)}.<name>]), got {type_name(value)}"
-                )
-            sub = value
+            sub = _sub_tables(value, keys, child)
             continue
-        if low == "ce" and key == "ce" and isinstance(value, Mapping):
-            raise ResourceConfigError(f"{kwhere}: computing elements belong under [resources.ce.<name>]")
-        if low == "queue" and key == "queue" and isinstance(value, Mapping):
-            raise ResourceConfigError(f"{kwhere}: queues belong under [resources.ce.<ce>.queue.<name>]")
-        if low in _RESERVED_PARAMETERS:
-            owner = "computing element" if low == "ce" else "queue"
-            raise ResourceConfigError(
-                f"{kwhere}: {key!r} is reserved (jim sets {_RESERVED_PARAMETERS[low]} to the {owner}'s name)"
-            )
-        if not NAME_RE.match(key):
-            raise ResourceConfigError(
-                f"{kwhere}: invalid parameter name (letters, digits and '_', not starting with a digit)"
-            )
+        low = _parameter_name(key, value, keys)
         if low in params:
             raise ResourceConfigError(f"{where}: parameters {params[low][0]!r} and {key!r} differ only in case")
-        params[low] = (key, _config_value(value, kwhere, low in _UNION_PARAMETERS))
+        params[low] = (key, _config_value(value, _path(*keys, key), low in _UNION_PARAMETERS))
     return params, sub
+
+
+def _sub_tables(value: object, keys: tuple[str, ...], child: str) -> Mapping[str, Any]:
+    """The ``child`` sub-table of a level (``ce`` of the site, ``queue`` of a CE): a table of tables."""
+    if not isinstance(value, Mapping):
+        where = _path(*keys, child)
+        raise ResourceConfigError(f"{where}: expected a table of tables ([{where}.<name>]), got {type_name(value)}")
+    return value
+
+
+def _parameter_name(key: str, value: object, keys: tuple[str, ...]) -> str:
+    """The lower-case name of parameter ``key`` of the level at ``keys``; refuses a CE or queue table
+    out of place, the names jim sets and a name that is not a ClassAd attribute name."""
+    kwhere = _path(*keys, key)
+    low = key.lower()
+    if key == "ce" and isinstance(value, Mapping):
+        raise ResourceConfigError(f"{kwhere}: computing elements belong under [resources.ce.<name>]")
+    if key == "queue" and isinstance(value, Mapping):
+        raise ResourceConfigError(f"{kwhere}: queues belong under [resources.ce.<ce>.queue.<name>]")
+    if low in _RESERVED_PARAMETERS:
+        owner = "computing element" if low == "ce" else "queue"
+        raise ResourceConfigError(
+            f"{kwhere}: {key!r} is reserved (jim sets {_RESERVED_PARAMETERS[low]} to the {owner}'s name)"
+        )
+    if not NAME_RE.match(key):
+        raise ResourceConfigError(
+            f"{kwhere}: invalid parameter name (letters, digits and '_', not starting with a digit)"
+        )
+    return low
 
 
 def _inherit(parent: _Params, child: _Params) -> _Params:

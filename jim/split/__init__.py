@@ -20,6 +20,8 @@ package; they return frozen dataclasses; a bad parameter raises ``ValueError``
 with a one-line message (the caller turns it into a GRAM error); the caller's
 input order is kept; input that leaves nothing to process is a ``ValueError``
 rather than an empty plan; ``max_jobs`` (where offered) refuses a split with
-more slices than that.  Nothing is imported here, so ``import jim.split`` stays
+more slices than that.  A splitter with many options takes them as one frozen
+value, checked when it is made (:class:`~jim.split.lumis.LumiOptions` for both
+lumi splitters, :class:`~jim.split.events.EventOptions`).  Nothing is imported here, so ``import jim.split`` stays
 free for ``jim poll``.
 """

@@ -14,7 +14,9 @@ Lumis are taken in input order.  A lumi joins the current job unless
   ``events_per_job``, or its estimated time (``events * time_per_event``) above
   ``job_time_limit``;
 * or it crosses a run boundary (``split_on_run``) or a file boundary
-  (``halt_on_file_boundaries``);
+  (``halt_on_file_boundaries``: these, the mask, the whitelist and
+  ``max_jobs`` are the :class:`~jim.split.lumis.LumiOptions` of every lumi
+  splitter);
 
 in which case the job is closed and the lumi starts a new one.  This is
 WMCore's ``lumis_per_job = max(floor(events_per_job / avg), 1)`` per file,
@@ -56,34 +58,25 @@ Edge cases (decided)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from fractions import Fraction
 
-from jim.split._check import (
-    flag,
-    non_negative_number,
-    optional_positive_int,
-    positive_int,
-    positive_number,
-    total_limit,
-)
-from jim.split.lumis import LumiFile, LumiMask, LumiSlice, LumiUnit, SliceBuilder, select_lumis
+from jim.split._check import non_negative_number, positive_int, positive_number, total_limit
+from jim.split.lumis import LumiFile, LumiOptions, LumiSlice, LumiUnit, SliceBuilder, select_lumis
 
-__all__ = ["LumiFile", "LumiSlice", "split_event_aware"]
+__all__ = ["LumiFile", "LumiOptions", "LumiSlice", "split_event_aware"]
+
+_DEFAULTS = LumiOptions()
 
 
 def split_event_aware(
     files: Iterable[LumiFile],
     events_per_job: int,
+    options: LumiOptions = _DEFAULTS,
     *,
     time_per_event: float = 0.0,
     job_time_limit: float | None = None,
-    split_on_run: bool = True,
-    halt_on_file_boundaries: bool = False,
-    lumi_mask: LumiMask | None = None,
-    run_whitelist: Collection[int] | None = None,
     total_events: int | None = None,
-    max_jobs: int | None = None,
 ) -> list[LumiSlice]:
     """Group whole lumis into jobs of about ``events_per_job`` estimated events.
 
@@ -91,16 +84,13 @@ def split_event_aware(
     see the module docstring for when a job is closed and when a lumi is
     failed on creation.  ``time_per_event`` is in seconds per event and
     ``job_time_limit`` in seconds.  Raises ``ValueError`` on bad parameters,
-    nothing to process, or more than ``max_jobs`` slices.
+    nothing to process, or more than ``options.max_jobs`` slices.
     """
     positive_int("events per job", events_per_job)
     non_negative_number("time per event", time_per_event)
     if job_time_limit is not None:
         positive_number("job time limit", job_time_limit)
-    flag("split_on_run", split_on_run)
-    flag("halt_on_file_boundaries", halt_on_file_boundaries)
     total_events = total_limit("total_events", total_events)
-    optional_positive_int("max_jobs", max_jobs)
 
     target = Fraction(events_per_job)
     seconds_per_event = Fraction(time_per_event)
@@ -109,9 +99,9 @@ def split_event_aware(
     def over_time(events: Fraction) -> bool:
         return limit is not None and events * seconds_per_event > limit
 
-    builder = SliceBuilder(split_on_run, halt_on_file_boundaries, max_jobs)
+    builder = SliceBuilder(options)
     taken = Fraction(0)
-    for unit in select_lumis(files, lumi_mask, run_whitelist):
+    for unit in select_lumis(files, options):
         if total_events is not None and taken >= total_events:
             break
         taken += unit.events

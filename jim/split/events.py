@@ -39,23 +39,23 @@ Edge cases (decided)
   ``2**32 - 1``; jim **rejects** instead (``ValueError``), because a wrap
   silently repeats event numbers (and seeds derived from them) inside one grid
   job.  The limit is :data:`MAX_EVENT_NUMBER` and applies to
-  :func:`split_events` only; pass ``max_event=None`` for a generator with
-  64-bit event numbers.  Positions inside input files are not event numbers and
-  are not limited.
+  :func:`split_events` only; give ``EventOptions(max_event=None)`` for a
+  generator with 64-bit event numbers.  Positions inside input files are not
+  event numbers and are not limited.
 * ``max_jobs``: when given, more slices than that is a ``ValueError`` raised
   before any slice is built.
 
 Lumi sections of generated events (WMCore ``events_per_lumi``)
 ---------------------------------------------------------------
-With ``events_per_lumi`` given, :func:`split_events` also numbers each job's
-events in luminosity sections of that size, as WMCore's EventBased does for
-production: a job of ``count`` events gets ``ceil(count / events_per_lumi)``
-lumis (its last one may be short), numbered on from the previous job's last
-lumi, starting at ``first_lumi`` (default 1).  A job never shares a lumi with
-another.  Without ``events_per_lumi`` no lumis are assigned (``first_lumi`` and
-``last_lumi`` of the slices are ``None``); WMCore's default (one lumi per job)
-is ``events_per_lumi = per_job``.  Lumi numbers obey the same 32-bit limit as
-event numbers.
+With ``EventOptions(events_per_lumi=...)``, :func:`split_events` also numbers
+each job's events in luminosity sections of that size, as WMCore's EventBased
+does for production: a job of ``count`` events gets
+``ceil(count / events_per_lumi)`` lumis (its last one may be short), numbered
+on from the previous job's last lumi, starting at ``first_lumi`` (default 1).
+A job never shares a lumi with another.  Without ``events_per_lumi`` no lumis
+are assigned (``first_lumi`` and ``last_lumi`` of the slices are ``None``);
+WMCore's default (one lumi per job) is ``events_per_lumi = per_job``.  Lumi
+numbers obey the same 32-bit limit as event numbers.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ from jim.split._check import (
 __all__ = [
     "MAX_EVENT_NUMBER",
     "EventFile",
+    "EventOptions",
     "EventSlice",
     "count_event_jobs",
     "split_event_files",
@@ -144,16 +145,31 @@ def count_event_jobs(total: int, per_job: int) -> int:
     return -(-total // per_job)
 
 
+@dataclass(frozen=True, kw_only=True)
+class EventOptions:
+    """The options of :func:`split_events`: the lumi sections of the generated events
+    (``events_per_lumi`` events each, numbered from ``first_lumi``; ``None``: no lumis), the
+    largest event and lumi number (``max_event``; ``None``: no limit) and the most slices
+    (``max_jobs``; ``None``: no limit).  A bad value is a ``ValueError`` when they are made.
+    """
+
+    events_per_lumi: int | None = None
+    first_lumi: int = 1
+    max_event: int | None = MAX_EVENT_NUMBER
+    max_jobs: int | None = None
+
+    def __post_init__(self) -> None:
+        optional_positive_int("events_per_lumi", self.events_per_lumi)
+        positive_int("first lumi", self.first_lumi)
+        optional_positive_int("max_event", self.max_event)
+        optional_positive_int("max_jobs", self.max_jobs)
+
+
+_DEFAULTS = EventOptions()
+
+
 def split_events(
-    total: int,
-    per_job: int,
-    first: int = 1,
-    balanced: bool = False,
-    *,
-    events_per_lumi: int | None = None,
-    first_lumi: int = 1,
-    max_event: int | None = MAX_EVENT_NUMBER,
-    max_jobs: int | None = None,
+    total: int, per_job: int, first: int = 1, balanced: bool = False, options: EventOptions = _DEFAULTS
 ) -> list[EventSlice]:
     """Cut ``total`` generated events, numbered from ``first``, into slices of at most ``per_job``.
 
@@ -161,38 +177,45 @@ def split_events(
     ``first + total - 1`` exactly once, each holds between 1 and ``per_job``
     events, and there are ``ceil(total / per_job)`` of them.  Raises
     ``ValueError`` for ``total <= 0``, ``per_job <= 0``, ``first < 0``, a last
-    event above ``max_event`` (no wrap, see the module docstring) or more than
-    ``max_jobs`` slices.  With ``events_per_lumi``, each slice also gets its
-    lumi sections (see the module docstring).
+    event above ``options.max_event`` (no wrap, see the module docstring) or
+    more than ``options.max_jobs`` slices.  With ``options.events_per_lumi``,
+    each slice also gets its lumi sections (see the module docstring).
     """
     positive_int("total events", total)
     positive_int("events per job", per_job)
     non_negative_int("first event", first)
     flag("balanced", balanced)
-    optional_positive_int("events_per_lumi", events_per_lumi)
-    positive_int("first lumi", first_lumi)
-    optional_positive_int("max_event", max_event)
-    optional_positive_int("max_jobs", max_jobs)
-    last = first + total - 1
-    if max_event is not None and last > max_event:
-        raise ValueError(
-            f"events {first}..{last} pass the event number limit {max_event}; "
-            "jim does not wrap event numbers (choose a lower first event or fewer events)"
-        )
-    job_count(count_event_jobs(total, per_job), max_jobs)
+    _below_limit(
+        "event",
+        first,
+        total,
+        options.max_event,
+        "jim does not wrap event numbers (choose a lower first event or fewer events)",
+    )
+    job_count(count_event_jobs(total, per_job), options.max_jobs)
     windows = list(_windows(first, total, per_job, balanced))
-    if events_per_lumi is None:
+    if options.events_per_lumi is None:
         return [EventSlice(a, b) for a, b in windows]
-    lumis = sum(count_event_jobs(b - a + 1, events_per_lumi) for a, b in windows)
-    if max_event is not None and first_lumi + lumis - 1 > max_event:
-        raise ValueError(
-            f"lumis {first_lumi}..{first_lumi + lumis - 1} pass the lumi number limit {max_event}; "
-            "choose a lower first lumi or more events per lumi"
-        )
+    return _with_lumis(windows, options.events_per_lumi, options.first_lumi, options.max_event)
+
+
+def _below_limit(what: str, first: int, count: int, limit: int | None, advice: str) -> None:
+    """Refuse ``what`` numbers ``first`` .. ``first + count - 1`` that pass ``limit`` (None: no limit)."""
+    last = first + count - 1
+    if limit is not None and last > limit:
+        raise ValueError(f"{what}s {first}..{last} pass the {what} number limit {limit}; {advice}")
+
+
+def _with_lumis(
+    windows: Sequence[tuple[int, int]], events_per_lumi: int, first_lumi: int, max_event: int | None
+) -> list[EventSlice]:
+    """The slices of ``windows``, each with its own lumis of ``events_per_lumi`` events, numbered on from
+    ``first_lumi``."""
+    counts = [count_event_jobs(b - a + 1, events_per_lumi) for a, b in windows]
+    _below_limit("lumi", first_lumi, sum(counts), max_event, "choose a lower first lumi or more events per lumi")
     slices = []
     lumi = first_lumi
-    for a, b in windows:
-        n = count_event_jobs(b - a + 1, events_per_lumi)
+    for (a, b), n in zip(windows, counts, strict=True):
         slices.append(EventSlice(a, b, None, lumi, lumi + n - 1))
         lumi += n
     return slices

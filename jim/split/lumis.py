@@ -9,6 +9,12 @@ WMCore) from which the caller derives an estimated time.
 Parameters (WMCore names in brackets)
 -------------------------------------
 * ``lumis_per_job`` [``lumis_per_job``]: at most this many lumis per job; > 0.
+* ``total_lumis`` [``total_lumis``]: stop after this many lumis (counted after
+  the mask).  ``None`` or ``0`` = no limit (``0`` is WMCore's default and means
+  the same there).
+
+and the :class:`LumiOptions`, the same for :mod:`jim.split.eventaware`:
+
 * ``split_on_run`` [``splitOnRun``, default true]: a new job starts when the
   run changes between two consecutive lumis.
 * ``halt_on_file_boundaries`` [``halt_job_on_file_boundaries``, default false]:
@@ -17,10 +23,7 @@ Parameters (WMCore names in brackets)
   ``{run: [[first, last], ...]}`` (inclusive; run keys may be ``int`` or
   decimal ``str``).  A run missing from the mask is entirely excluded.
 * ``run_whitelist`` [``runWhitelist``]: only these runs.
-* ``total_lumis`` [``total_lumis``]: stop after this many lumis (counted after
-  the mask).  ``None`` or ``0`` = no limit (``0`` is WMCore's default and means
-  the same there).
-* ``max_jobs``: more jobs than this is a ``ValueError``.
+* ``max_jobs`` [``job_limit``]: more jobs than this is a ``ValueError``.
 
 Edge cases (decided)
 --------------------
@@ -72,7 +75,7 @@ from jim.split._check import (
     unique_names,
 )
 
-__all__ = ["LumiFile", "LumiMask", "LumiSlice", "compact_lumis", "split_lumis"]
+__all__ = ["LumiFile", "LumiMask", "LumiOptions", "LumiSlice", "compact_lumis", "split_lumis"]
 
 LumiMask = Mapping[int | str, Sequence[Sequence[int]]]
 """CMS JSON lumi mask: run -> list of inclusive ``[first, last]`` lumi ranges."""
@@ -157,34 +160,51 @@ def compact_lumis(pairs: Iterable[tuple[int, int]]) -> dict[int, list[list[int]]
     return result
 
 
+@dataclass(frozen=True, kw_only=True)
+class LumiOptions:
+    """What the lumi splitters (:func:`split_lumis`, :func:`jim.split.eventaware.split_event_aware`) take
+    and where they must end a job (see the module docstring); the defaults are WMCore's.
+
+    A bad flag or ``max_jobs`` is a ``ValueError`` when the options are made; the mask and the
+    whitelist are checked when a splitter reads them.
+    """
+
+    split_on_run: bool = True
+    halt_on_file_boundaries: bool = False
+    lumi_mask: LumiMask | None = None
+    run_whitelist: Collection[int] | None = None
+    max_jobs: int | None = None
+
+    def __post_init__(self) -> None:
+        flag("split_on_run", self.split_on_run)
+        flag("halt_on_file_boundaries", self.halt_on_file_boundaries)
+        optional_positive_int("max_jobs", self.max_jobs)
+
+
+_DEFAULTS = LumiOptions()
+
+
 def split_lumis(
     files: Iterable[LumiFile],
     lumis_per_job: int,
+    options: LumiOptions = _DEFAULTS,
     *,
-    split_on_run: bool = True,
-    halt_on_file_boundaries: bool = False,
-    lumi_mask: LumiMask | None = None,
-    run_whitelist: Collection[int] | None = None,
     total_lumis: int | None = None,
-    max_jobs: int | None = None,
 ) -> list[LumiSlice]:
     """Group the selected lumis into jobs of at most ``lumis_per_job`` (WMCore LumiBased).
 
     Contract: every selected lumi occurrence lands in exactly one slice, in
     input order once grouped by location; each slice has 1 .. ``lumis_per_job``
-    lumis, a single location set, a single run if ``split_on_run``, a single
-    file if ``halt_on_file_boundaries``; at most
+    lumis, a single location set, a single run if ``options.split_on_run``, a
+    single file if ``options.halt_on_file_boundaries``; at most
     ``total_lumis`` lumis in all.  A job is closed only when the next lumi would
     break one of those rules.  Raises ``ValueError`` on bad parameters, nothing
-    to process, or more than ``max_jobs`` slices.
+    to process, or more than ``options.max_jobs`` slices.
     """
     positive_int("lumis per job", lumis_per_job)
-    flag("split_on_run", split_on_run)
-    flag("halt_on_file_boundaries", halt_on_file_boundaries)
     total_lumis = total_limit("total_lumis", total_lumis)
-    optional_positive_int("max_jobs", max_jobs)
-    builder = SliceBuilder(split_on_run, halt_on_file_boundaries, max_jobs)
-    for taken, unit in enumerate(select_lumis(files, lumi_mask, run_whitelist)):
+    builder = SliceBuilder(options)
+    for taken, unit in enumerate(select_lumis(files, options)):
         if total_lumis is not None and taken == total_lumis:
             break
         if builder.current and builder.current_count >= lumis_per_job:
@@ -205,12 +225,8 @@ class LumiUnit:
     location: frozenset[str] = frozenset()
 
 
-def select_lumis(
-    files: Iterable[LumiFile],
-    lumi_mask: LumiMask | None,
-    run_whitelist: Collection[int] | None,
-) -> Iterator[LumiUnit]:
-    """Validate the input and yield, in order, every lumi that passes the mask and whitelist.
+def select_lumis(files: Iterable[LumiFile], options: LumiOptions) -> Iterator[LumiUnit]:
+    """Validate the input and yield, in order, every lumi that passes the options' mask and whitelist.
 
     Raises ``ValueError`` for bad input, and ``ValueError("nothing to process")``
     if no lumi at all passes.
@@ -221,7 +237,7 @@ def select_lumis(
         if not isinstance(f, LumiFile):
             raise ValueError(f"files must be LumiFile objects, got {f!r}")
     unique_names(f.name for f in file_list)
-    keep = _lumi_filter(lumi_mask, run_whitelist)
+    keep = _lumi_filter(options.lumi_mask, options.run_whitelist)
     any_selected = False
     for f in group_by_location(file_list, lambda f: f.location):
         per_lumi = f.events_per_lumi
@@ -238,14 +254,15 @@ def select_lumis(
 class SliceBuilder:
     """Accumulates lumi units into the current job and closes jobs (internal to jim.split).
 
-    ``add`` first closes the current job on a run change (``split_on_run``) or
-    a file change (``halt_on_file_boundaries``); size limits are the caller's.
+    ``add`` first closes the current job on a location change, a run change
+    (``split_on_run``) or a file change (``halt_on_file_boundaries``); size
+    limits are the caller's; more than ``max_jobs`` slices is a ``ValueError``.
     """
 
-    def __init__(self, split_on_run: bool, halt_on_file_boundaries: bool, max_jobs: int | None):
-        self.split_on_run = split_on_run
-        self.halt_on_file_boundaries = halt_on_file_boundaries
-        self.max_jobs = max_jobs
+    def __init__(self, options: LumiOptions):
+        self.split_on_run = options.split_on_run
+        self.halt_on_file_boundaries = options.halt_on_file_boundaries
+        self.max_jobs = options.max_jobs
         self.slices: list[LumiSlice] = []
         self.current: list[LumiUnit] = []
         self.current_events = Fraction(0)

@@ -110,6 +110,8 @@ MAX_DIGITS = 1000
 Value = str | Sequence["Value"]
 Description = Mapping[str, Sequence[Value]]
 """Attribute name -> list of values; a value is a string or a (nested) list of strings."""
+Expanded = str | list["Expanded"]
+"""A value of a child's description: a string or a (nested) list of them."""
 
 Number = str | int | float | Decimal
 
@@ -148,7 +150,7 @@ class ParametricJob:
     source_job: str
     parameter: str | None
     named: tuple[tuple[str, str], ...] = ()
-    description: dict[str, list[Value]] = field(default_factory=dict, hash=False)
+    description: dict[str, list[Expanded]] = field(default_factory=dict, hash=False)
 
     @property
     def variables(self) -> dict[str, str]:
@@ -232,40 +234,15 @@ def expand_jobs(
     ``ValueError`` for an unresolvable placeholder, a reserved attribute in the
     description, or sequences of unequal length.
     """
-    source = _source_job(source_job)
-    extra = _extra_variables(variables)
-    for s in sequences:
-        if not isinstance(s, ParameterSequence):
-            raise ValueError(f"sequences must be ParameterSequence objects, got {s!r}")
-        if s.name is not None and not _NAME.match(s.name):
-            raise ValueError(f"parameter sequence name must be an identifier, got {s.name!r}")
-        if not s.values:
-            raise ValueError(f"parameter sequence {s.name or 'Parameters'} has no value")
-    lengths = {len(s.values) for s in sequences}
-    if len(lengths) > 1:
-        raise ValueError(f"different length of parameter vectors: {sorted(lengths)}")
-    names = [s.name for s in sequences]
-    folded = [n.lower() if n is not None else None for n in names]
-    if len(set(folded)) != len(folded):
-        raise ValueError(f"parameter sequence names must be unique (case-insensitively): {names}")
-    n = lengths.pop() if lengths else 1
-    base = _strip_parameter_attributes(description)
-    width = len(str(n))
-    dirac_width = len(str(max(n - 1, 0)))  # (DIRAC's %n: the width of the last index, not of N)
-    jobs = []
-    for k in range(n):
-        split_id = str(k).zfill(width)
-        parameter = next((s.values[k] for s in sequences if s.name is None), None)
-        named = tuple((s.name, s.values[k]) for s in sequences if s.name is not None)
-        own = _job_variables(k, split_id, source, parameter, named)
-        lookup = {name.lower(): value for name, value in {**extra, **own}.items()}
-        lookup[_DIRAC_N] = str(k).zfill(dirac_width)
-        expanded: dict[str, list[Value]] = {
-            attr: [_expand(attr, v, lookup, percent) for v in _values_of(attr, vals)] for attr, vals in base.items()
-        }
-        expanded.update((name, [value]) for name, value in own.items())
-        jobs.append(ParametricJob(k, split_id, source, parameter, named, expanded))
-    return jobs
+    children = _Children(  # (checked in this order)
+        source=_source_job(source_job),
+        extra=_extra_variables(variables),
+        count=_count(sequences),
+        sequences=tuple(sequences),
+        base=_strip_parameter_attributes(description),
+        percent=percent,
+    )
+    return [children.child(k) for k in range(children.count)]
 
 
 def split_parametric(
@@ -427,23 +404,32 @@ def _number(attr: str, value: Number) -> tuple[Decimal, bool]:
     if isinstance(value, int):
         return Decimal(value), True
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"{attr} must be a finite number, got {value!r}")
-        return Decimal(repr(value)), False
+        return _finite(attr, Decimal(repr(value)), value), False
     if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"{attr} must be a finite number, got {value!r}")
-        return value, value.as_tuple().exponent >= 0  # type: ignore[operator]
+        return _finite(attr, value, value), value.as_tuple().exponent >= 0  # type: ignore[operator]
     if isinstance(value, str):
-        text = value.strip()
-        if _INT.match(text):
-            return Decimal(text), True
-        if _FLOAT.match(text):
-            number = Decimal(text)
-            if abs(number.adjusted()) > MAX_DIGITS:
-                raise ValueError(f"{attr} is out of range: {value!r}")
-            return number, False
+        return _written(attr, value)
     raise ValueError(f"{attr} must be a number, got {value!r}")
+
+
+def _finite(attr: str, number: Decimal, given: float | Decimal) -> Decimal:
+    """``number`` (``given`` as a Decimal), refused when it is not finite."""
+    if not number.is_finite():
+        raise ValueError(f"{attr} must be a finite number, got {given!r}")
+    return number
+
+
+def _written(attr: str, text: str) -> tuple[Decimal, bool]:
+    """A number written as text: an integer, or a float within :data:`MAX_DIGITS` of 10^0."""
+    stripped = text.strip()
+    if _INT.match(stripped):
+        return Decimal(stripped), True
+    if not _FLOAT.match(stripped):
+        raise ValueError(f"{attr} must be a number, got {text!r}")
+    number = Decimal(stripped)
+    if abs(number.adjusted()) > MAX_DIGITS:
+        raise ValueError(f"{attr} is out of range: {text!r}")
+    return number, False
 
 
 def _format(value: Decimal, integer: bool) -> str:
@@ -459,6 +445,70 @@ def _format(value: Decimal, integer: bool) -> str:
 
 
 # --- children ------------------------------------------------------------------------------
+
+
+def _count(sequences: Sequence[ParameterSequence]) -> int:
+    """The number of children: the sequences' common length (1 without a sequence).
+
+    Refuses a bad sequence (:func:`_check_sequence`), sequences of different lengths and names
+    equal but for case."""
+    for s in sequences:
+        _check_sequence(s)
+    lengths = {len(s.values) for s in sequences}
+    if len(lengths) > 1:
+        raise ValueError(f"different length of parameter vectors: {sorted(lengths)}")
+    names = [s.name for s in sequences]
+    folded = [n.lower() if n is not None else None for n in names]
+    if len(set(folded)) != len(folded):
+        raise ValueError(f"parameter sequence names must be unique (case-insensitively): {names}")
+    return lengths.pop() if lengths else 1
+
+
+def _check_sequence(s: object) -> None:
+    """Refuses what is not a :class:`ParameterSequence`, a name that is not an identifier, and a
+    sequence without value."""
+    if not isinstance(s, ParameterSequence):
+        raise ValueError(f"sequences must be ParameterSequence objects, got {s!r}")
+    if s.name is not None and not _NAME.match(s.name):
+        raise ValueError(f"parameter sequence name must be an identifier, got {s.name!r}")
+    if not s.values:
+        raise ValueError(f"parameter sequence {s.name or 'Parameters'} has no value")
+
+
+@dataclass(frozen=True)
+class _Children:
+    """What every child of one description is made from (all of it checked)."""
+
+    base: Mapping[str, Sequence[Value]]
+    """The description without its ``Parameters*`` attributes."""
+    sequences: tuple[ParameterSequence, ...]
+    count: int
+    source: str
+    extra: Mapping[str, str]
+    """The caller's own placeholder names."""
+    percent: bool
+    """Expand DIRAC's ``%s``, ``%n`` and ``%(name)s`` too."""
+
+    def child(self, k: int) -> ParametricJob:
+        """Child ``k``: its ids and values, and the description expanded with them."""
+        split_id = str(k).zfill(len(str(self.count)))
+        parameter = next((s.values[k] for s in self.sequences if s.name is None), None)
+        named = tuple((s.name, s.values[k]) for s in self.sequences if s.name is not None)
+        own = _job_variables(k, split_id, self.source, parameter, named)
+        lookup = self._lookup(k, own)
+        expanded = {
+            attr: [_expand(attr, v, lookup, self.percent) for v in _values_of(attr, values)]
+            for attr, values in self.base.items()
+        }
+        expanded.update((name, [value]) for name, value in own.items())
+        return ParametricJob(k, split_id, self.source, parameter, named, expanded)
+
+    def _lookup(self, k: int, own: Mapping[str, str]) -> dict[str, str]:
+        """Child ``k``'s placeholder names, lower-case, with DIRAC's ``%n`` (padded to the width of the
+        last index, not of N)."""
+        lookup = {name.lower(): value for name, value in {**self.extra, **own}.items()}
+        lookup[_DIRAC_N] = str(k).zfill(len(str(max(self.count - 1, 0))))
+        return lookup
 
 
 def _job_variables(
@@ -517,7 +567,7 @@ def _values_of(attr: str, values: object) -> Sequence[Value]:
     raise ValueError(f"attribute {attr}: values must be strings or lists of strings, got {values!r}")
 
 
-def _expand(attr: str, value: Value, lookup: Mapping[str, str], percent: bool = False) -> Value:
+def _expand(attr: str, value: Value, lookup: Mapping[str, str], percent: bool = False) -> Expanded:
     if isinstance(value, str):
         try:
             return _substitute(value, lookup, percent)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jim.split.eventaware import LumiFile, LumiSlice, split_event_aware
+from jim.split.eventaware import LumiFile, LumiOptions, LumiSlice, split_event_aware
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -39,18 +39,13 @@ def test_every_lumi_once_limits_hold_failures_flagged(files, target, time_per_ev
             kept.append(u)
             taken += avg[u[0]]
         units = kept
-    kwargs = dict(
-        time_per_event=time_per_event,
-        job_time_limit=limit,
-        split_on_run=split_on_run,
-        halt_on_file_boundaries=halt,
-        total_events=total,
-    )
+    options = LumiOptions(split_on_run=split_on_run, halt_on_file_boundaries=halt)
+    kwargs = dict(time_per_event=time_per_event, job_time_limit=limit, total_events=total)
     if not units:
         with pytest.raises(ValueError, match="nothing to process"):
-            split_event_aware(files, target, **kwargs)
+            split_event_aware(files, target, options, **kwargs)
         return
-    slices = split_event_aware(files, target, **kwargs)
+    slices = split_event_aware(files, target, options, **kwargs)
     assert [u for s in slices for u in s.lumis] == units
 
     tpe = Fraction(time_per_event)
@@ -130,7 +125,7 @@ def test_single_lumi_over_the_time_limit_is_failed_on_creation():
         LumiFile("huge.root", [(7, 42)], events=100_000),
         LumiFile("ok2.root", [(1, 3)], events=10),
     ]
-    slices = split_event_aware(files, 1000, time_per_event=2.0, job_time_limit=3600, split_on_run=False)
+    slices = split_event_aware(files, 1000, LumiOptions(split_on_run=False), time_per_event=2.0, job_time_limit=3600)
     assert [s.lumis for s in slices] == [
         (("ok.root", 1, 1), ("ok.root", 1, 2)),
         (("huge.root", 7, 42),),
@@ -179,23 +174,25 @@ def test_zero_event_lumis_fit_any_budget():
 
 def test_job_limit():
     files = [LumiFile("a", [(1, i) for i in range(1, 5)], events=400)]
-    assert len(split_event_aware(files, 100, max_jobs=4)) == 4
+    assert len(split_event_aware(files, 100, LumiOptions(max_jobs=4))) == 4
     with pytest.raises(ValueError, match="needs 4 jobs, more than the limit of 3"):
-        split_event_aware(files, 100, max_jobs=3)
+        split_event_aware(files, 100, LumiOptions(max_jobs=3))
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, options, message",
     [
-        ({"events_per_job": 0}, "events per job must be a positive integer"),
-        ({"events_per_job": -10}, "events per job must be a positive integer"),
-        ({"events_per_job": 10, "time_per_event": -1}, "time per event must be a non-negative number"),
-        ({"events_per_job": 10, "job_time_limit": 0}, "job time limit must be a positive number"),
-        ({"events_per_job": 10, "job_time_limit": float("nan")}, "job time limit must be a positive number"),
-        ({"events_per_job": 10, "total_events": -1}, "total_events must be a positive integer"),
-        ({"events_per_job": 10, "halt_on_file_boundaries": 1}, "halt_on_file_boundaries must be true or"),
+        ({"events_per_job": 0}, {}, "events per job must be a positive integer"),
+        ({"events_per_job": -10}, {}, "events per job must be a positive integer"),
+        ({"events_per_job": 10, "time_per_event": -1}, {}, "time per event must be a non-negative number"),
+        ({"events_per_job": 10, "job_time_limit": 0}, {}, "job time limit must be a positive number"),
+        ({"events_per_job": 10, "job_time_limit": float("nan")}, {}, "job time limit must be a positive number"),
+        ({"events_per_job": 10, "total_events": -1}, {}, "total_events must be a positive integer"),
+        ({"events_per_job": 10}, {"halt_on_file_boundaries": 1}, "halt_on_file_boundaries must be true or"),
+        ({"events_per_job": 10}, {"split_on_run": "no"}, "split_on_run must be true or"),
+        ({"events_per_job": 10}, {"max_jobs": 0}, "max_jobs must be a positive integer"),
     ],
 )
-def test_bad_parameters_rejected(kwargs, message):
+def test_bad_parameters_rejected(kwargs, options, message):
     with pytest.raises(ValueError, match=message):
-        split_event_aware([LumiFile("a", [(1, 1)], 10)], **kwargs)
+        split_event_aware([LumiFile("a", [(1, 1)], 10)], options=LumiOptions(**options), **kwargs)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from jim.split.events import (
     MAX_EVENT_NUMBER,
     EventFile,
+    EventOptions,
     EventSlice,
     count_event_jobs,
     split_event_files,
@@ -153,25 +154,27 @@ def test_32_bit_wrap_is_refused_not_wrapped():
 
 
 def test_64_bit_generator_may_lift_the_limit():
-    assert split_events(2, 1, MAX_EVENT_NUMBER, max_event=None) == [
+    assert split_events(2, 1, MAX_EVENT_NUMBER, options=EventOptions(max_event=None)) == [
         EventSlice(MAX_EVENT_NUMBER, MAX_EVENT_NUMBER),
         EventSlice(MAX_EVENT_NUMBER + 1, MAX_EVENT_NUMBER + 1),
     ]
 
 
 def test_more_jobs_than_the_cap_refused_before_building():
-    assert len(split_events(100, 10, max_jobs=10)) == 10
+    assert len(split_events(100, 10, options=EventOptions(max_jobs=10))) == 10
     with pytest.raises(ValueError, match="needs 11 jobs, more than the limit of 10"):
-        split_events(101, 10, max_jobs=10)
+        split_events(101, 10, options=EventOptions(max_jobs=10))
     # would be a billion slices: must fail fast, not allocate
     with pytest.raises(ValueError, match="more than the limit"):
-        split_events(10**9, 1, max_jobs=1000)
+        split_events(10**9, 1, options=EventOptions(max_jobs=1000))
     with pytest.raises(ValueError, match="more than the limit of 2"):
         split_event_files([EventFile("a", 0), EventFile("b", 0), EventFile("c", 0)], 5, max_jobs=2)
 
 
 def test_positional_signature_kept_for_the_montecarlo_handler():
     assert split_events(10, 4, 1, True) == split_events(10, 4, first=1, balanced=True)
+    lumis = EventOptions(events_per_lumi=3, first_lumi=5)
+    assert split_events(10, 4, 1, True, lumis) == split_events(10, 4, first=1, balanced=True, options=lumis)
     assert EventSlice(5, 9).count == 5
 
 
@@ -211,3 +214,25 @@ def test_event_slice_validates_itself():
 def test_balanced_must_be_a_bool():
     with pytest.raises(ValueError, match="balanced must be true or false"):
         split_events(10, 3, balanced="yes")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"events_per_lumi": 0}, "events_per_lumi must be a positive integer"),
+        ({"first_lumi": 0}, "first lumi must be a positive integer"),
+        ({"max_event": 0}, "max_event must be a positive integer"),
+        ({"max_event": True}, "max_event must be a positive integer"),
+        ({"max_jobs": -1}, "max_jobs must be a positive integer"),
+    ],
+)
+def test_options_are_checked_when_made(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        EventOptions(**kwargs)
+
+
+def test_options_are_keywords_and_frozen():
+    with pytest.raises(TypeError):
+        EventOptions(10)
+    with pytest.raises(AttributeError):
+        EventOptions().max_jobs = 3

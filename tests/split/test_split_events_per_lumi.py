@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jim.split.events import EventSlice, split_events
+from jim.split.events import EventOptions, EventSlice, split_events
 
 
 def test_full_jobs_and_tail_get_ceil_lumis_numbered_on():
     # WMCore: lumis_per_job = ceil(events_per_job / events_per_lumi); the tail gets ceil(rest / events_per_lumi).
-    slices = split_events(250, 100, events_per_lumi=30)
+    slices = split_events(250, 100, options=EventOptions(events_per_lumi=30))
     assert [(s.first, s.last, s.first_lumi, s.last_lumi) for s in slices] == [
         (1, 100, 1, 4),
         (101, 200, 5, 8),
@@ -20,7 +20,7 @@ def test_full_jobs_and_tail_get_ceil_lumis_numbered_on():
 
 
 def test_default_one_lumi_per_job_and_first_lumi():
-    slices = split_events(30, 10, events_per_lumi=10, first_lumi=7)
+    slices = split_events(30, 10, options=EventOptions(events_per_lumi=10, first_lumi=7))
     assert [(s.first_lumi, s.last_lumi) for s in slices] == [(7, 7), (8, 8), (9, 9)]
 
 
@@ -38,7 +38,8 @@ def test_without_events_per_lumi_no_lumis():
     balanced=st.booleans(),
 )
 def test_lumis_are_contiguous_and_each_holds_at_most_events_per_lumi(total, per_job, per_lumi, first_lumi, balanced):
-    slices = split_events(total, per_job, balanced=balanced, events_per_lumi=per_lumi, first_lumi=first_lumi)
+    options = EventOptions(events_per_lumi=per_lumi, first_lumi=first_lumi)
+    slices = split_events(total, per_job, balanced=balanced, options=options)
     expected = first_lumi
     for s in slices:
         assert s.first_lumi == expected
@@ -59,4 +60,4 @@ def test_lumis_are_contiguous_and_each_holds_at_most_events_per_lumi(total, per_
 )
 def test_bad_lumi_parameters_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        split_events(10, 5, **kwargs)
+        split_events(10, 5, options=EventOptions(**kwargs))

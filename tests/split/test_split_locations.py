@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from jim.split.eventaware import split_event_aware
 from jim.split.files import split_files, split_files_min
-from jim.split.lumis import LumiFile, split_lumis
+from jim.split.lumis import LumiFile, LumiOptions, split_lumis
 
 SETTINGS = settings(max_examples=200, deadline=None)
 PLACES = ["blenheim", "malpaquet", "T2_XX_SiteA"]
@@ -39,7 +39,7 @@ def test_wmcore_two_sites_event_aware_gives_ten_jobs_per_site():
     # EventAwareLumiBased_t.testA_FileSplitting, two sites: two job groups of 10 jobs, one file each.
     made = wmcore_subscription(5, 2, 100)
     interleaved = [f for pair in zip(made[:5], made[5:], strict=True) for f in pair]  # sites alternate
-    slices = split_event_aware(interleaved, 50, halt_on_file_boundaries=True)
+    slices = split_event_aware(interleaved, 50, LumiOptions(halt_on_file_boundaries=True))
     assert [sorted(s.location) for s in slices] == [["blenheim"]] * 10 + [["malpaquet"]] * 10
     assert all(len(s.files) == 1 for s in slices)
 
@@ -86,8 +86,8 @@ def test_file_based_groups_by_location():
 def test_no_slice_mixes_locations_and_each_location_is_one_run_of_slices(files, per_job, target, split_on_run):
     where = {f.name: f.location for f in files}
     for slices in (
-        split_lumis(files, per_job, split_on_run=split_on_run),
-        split_event_aware(files, target, split_on_run=split_on_run),
+        split_lumis(files, per_job, LumiOptions(split_on_run=split_on_run)),
+        split_event_aware(files, target, LumiOptions(split_on_run=split_on_run)),
     ):
         seen: list[frozenset[str]] = []
         for s in slices:

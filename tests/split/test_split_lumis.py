@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jim.split.lumis import LumiFile, LumiSlice, compact_lumis, split_lumis
+from jim.split.lumis import LumiFile, LumiOptions, LumiSlice, compact_lumis, split_lumis
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -56,27 +56,14 @@ def test_every_selected_lumi_once_in_order_limits_hold(files, per_job, split_on_
     expected = selected(files, mask, whitelist)
     if total is not None:
         expected = expected[:total]
+    options = LumiOptions(
+        split_on_run=split_on_run, halt_on_file_boundaries=halt, lumi_mask=mask, run_whitelist=whitelist
+    )
     if not expected:
         with pytest.raises(ValueError, match="nothing to process"):
-            split_lumis(
-                files,
-                per_job,
-                split_on_run=split_on_run,
-                halt_on_file_boundaries=halt,
-                lumi_mask=mask,
-                run_whitelist=whitelist,
-                total_lumis=total,
-            )
+            split_lumis(files, per_job, options, total_lumis=total)
         return
-    slices = split_lumis(
-        files,
-        per_job,
-        split_on_run=split_on_run,
-        halt_on_file_boundaries=halt,
-        lumi_mask=mask,
-        run_whitelist=whitelist,
-        total_lumis=total,
-    )
+    slices = split_lumis(files, per_job, options, total_lumis=total)
     assert [u for s in slices for u in s.lumis] == expected
     avg = {f.name: f.events_per_lumi for f in files}
     for s in slices:
@@ -111,8 +98,10 @@ def test_lumis_per_job_and_run_boundaries():
 
 def test_split_on_run_false_and_halt_on_file_boundaries():
     files = [LumiFile("a", [(1, 1), (2, 1)]), LumiFile("b", [(2, 2)])]
-    assert [s.lumis for s in split_lumis(files, 5, split_on_run=False)] == [(("a", 1, 1), ("a", 2, 1), ("b", 2, 2))]
-    assert [s.lumis for s in split_lumis(files, 5, split_on_run=False, halt_on_file_boundaries=True)] == [
+    assert [s.lumis for s in split_lumis(files, 5, LumiOptions(split_on_run=False))] == [
+        (("a", 1, 1), ("a", 2, 1), ("b", 2, 2))
+    ]
+    assert [s.lumis for s in split_lumis(files, 5, LumiOptions(split_on_run=False, halt_on_file_boundaries=True))] == [
         (("a", 1, 1), ("a", 2, 1)),
         (("b", 2, 2),),
     ]
@@ -120,7 +109,7 @@ def test_split_on_run_false_and_halt_on_file_boundaries():
 
 def test_lumi_mask_and_whitelist():
     f = LumiFile("a", [(1, lumi) for lumi in range(1, 11)] + [(2, 1), (3, 1)], events=120)
-    slices = split_lumis([f], 100, lumi_mask={"1": [[2, 3], [7, 8]], 2: [[1, 1]]})
+    slices = split_lumis([f], 100, LumiOptions(lumi_mask={"1": [[2, 3], [7, 8]], 2: [[1, 1]]}))
     assert [s.lumis for s in slices] == [
         (("a", 1, 2), ("a", 1, 3), ("a", 1, 7), ("a", 1, 8)),
         (("a", 2, 1),),  # run 3 is not in the mask at all
@@ -128,7 +117,7 @@ def test_lumi_mask_and_whitelist():
     # the average counts every lumi of the file, masked or not: 120 / 12
     assert slices[0].estimated_events == 40
     assert slices[0].mask() == {1: [[2, 3], [7, 8]]}
-    assert [s.runs for s in split_lumis([f], 100, run_whitelist={2, 3})] == [(2,), (3,)]
+    assert [s.runs for s in split_lumis([f], 100, LumiOptions(run_whitelist={2, 3}))] == [(2,), (3,)]
 
 
 def test_total_lumis_caps_the_task():
@@ -144,7 +133,7 @@ def test_files_without_lumis_are_ignored_but_not_all_of_them():
     with pytest.raises(ValueError, match="nothing to process: no input file has any lumi"):
         split_lumis([LumiFile("a", [])], 1)
     with pytest.raises(ValueError, match="passes the lumi mask"):
-        split_lumis([LumiFile("a", [(1, 1)])], 1, lumi_mask={2: [[1, 5]]})
+        split_lumis([LumiFile("a", [(1, 1)])], 1, LumiOptions(lumi_mask={2: [[1, 5]]}))
 
 
 def test_same_lumi_in_two_files_is_processed_in_each():
@@ -167,11 +156,17 @@ def test_bad_lumis_per_job_rejected(per_job):
         (lambda: LumiFile("a", "1:1"), "not a single string"),
         (lambda: LumiFile("a", [(1, 1)], events=-3), "events of file 'a'"),
         (lambda: split_lumis([LumiFile("a", [(1, 1)]), LumiFile("a", [(1, 2)])], 1), "listed more than once"),
-        (lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, lumi_mask={1: [[5, 2]]}), "bad range"),
-        (lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, lumi_mask={"x": [[1, 2]]}), "lumi_mask run"),
-        (lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, lumi_mask=[[1, 2]]), "lumi_mask must map"),
-        (lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, split_on_run="no"), "split_on_run must be true"),
-        (lambda: split_lumis([LumiFile("a", [(1, i) for i in range(1, 6)])], 1, max_jobs=4), "needs 5 jobs"),
+        (lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, LumiOptions(lumi_mask={1: [[5, 2]]})), "bad range"),
+        (lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, LumiOptions(lumi_mask={"x": [[1, 2]]})), "lumi_mask run"),
+        (lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, LumiOptions(lumi_mask=[[1, 2]])), "lumi_mask must map"),
+        (
+            lambda: split_lumis([LumiFile("a", [(1, 1)])], 1, LumiOptions(split_on_run="no")),
+            "split_on_run must be true",
+        ),
+        (
+            lambda: split_lumis([LumiFile("a", [(1, i) for i in range(1, 6)])], 1, LumiOptions(max_jobs=4)),
+            "needs 5 jobs",
+        ),
     ],
 )
 def test_input_errors(build, message):
@@ -187,4 +182,18 @@ def test_compact_lumis():
 def test_slice_is_a_plain_frozen_dataclass():
     s = LumiSlice((("a", 1, 1),), 3.0)
     with pytest.raises(AttributeError):
-        s.estimated_events = 4.0  # type: ignore[misc]
+        s.estimated_events = 4.0
+
+
+def test_options_are_checked_when_made_keywords_and_frozen():
+    with pytest.raises(ValueError, match="split_on_run must be true or false"):
+        LumiOptions(split_on_run=1)
+    with pytest.raises(ValueError, match="halt_on_file_boundaries must be true or false"):
+        LumiOptions(halt_on_file_boundaries=None)
+    with pytest.raises(ValueError, match="max_jobs must be a positive integer"):
+        LumiOptions(max_jobs=0)
+    with pytest.raises(TypeError):
+        LumiOptions(False)
+    with pytest.raises(AttributeError):
+        LumiOptions().max_jobs = 3
+    assert LumiOptions() == LumiOptions(split_on_run=True, halt_on_file_boundaries=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jim.split.eventaware import LumiFile, split_event_aware
-from jim.split.lumis import split_lumis
+from jim.split.lumis import LumiOptions, split_lumis
 
 
 def wmcore_file(name: str, events: int, run: int, lumis: int) -> LumiFile:
@@ -20,12 +20,14 @@ SEVEN_FILES = [
     wmcore_file("/this/is/file6", 10, 5, 1),
     wmcore_file("/this/is/file7", 151, 6, 3),
 ]
+#: WMCore's splitOnRun = False.
+ACROSS_RUNS = LumiOptions(split_on_run=False)
 
 
 def test_event_aware_seven_files_gives_wmcore_seven_jobs():
     # EventAwareLumiBased_t.testD_NoFileSplitNoHardLimit: 151 events in 3 lumis count 50 per lumi
     # (int(round(151 / 3))), so the last file's 3 lumis fit one 150-event job.
-    slices = split_event_aware(SEVEN_FILES, 150, split_on_run=False, halt_on_file_boundaries=False)
+    slices = split_event_aware(SEVEN_FILES, 150, LumiOptions(split_on_run=False, halt_on_file_boundaries=False))
     assert [s.mask() for s in slices] == [
         {0: [[0, 2]]},
         {0: [[3, 4]]},
@@ -43,7 +45,7 @@ def test_event_aware_total_events_wmcore_cases():
     files = [wmcore_file(f"f{i}", 100, i, 5) for i in range(5)]
 
     def masks(total: int) -> list[dict[int, list[list[int]]]]:
-        return [s.mask() for s in split_event_aware(files, 60, split_on_run=False, total_events=total)]
+        return [s.mask() for s in split_event_aware(files, 60, ACROSS_RUNS, total_events=total)]
 
     assert masks(10) == [{0: [[0, 0]]}]
     first3 = [{0: [[0, 2]]}, {0: [[3, 4]], 1: [[5, 5]]}, {1: [[6, 8]]}]
@@ -54,8 +56,8 @@ def test_event_aware_total_events_wmcore_cases():
 
 def test_total_events_zero_is_no_limit_as_in_wmcore():
     files = [wmcore_file(f"f{i}", 100, i, 5) for i in range(5)]
-    unlimited = split_event_aware(files, 60, split_on_run=False)
-    assert split_event_aware(files, 60, split_on_run=False, total_events=0) == unlimited
+    unlimited = split_event_aware(files, 60, ACROSS_RUNS)
+    assert split_event_aware(files, 60, ACROSS_RUNS, total_events=0) == unlimited
     assert sum(s.count for s in unlimited) == 25
     assert sum(s.count for s in split_lumis(files, 2, total_lumis=0)) == 25
 

@@ -17,9 +17,14 @@ TOML configuration::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jim.errors import InvalidAttribute
 from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan, check_count
+from jim.jobdesc import JobDescription
+
+if TYPE_CHECKING:
+    from jim.sandbox.builder import WorkArea  # (for the type checker only: jim passes the area in)
 
 __all__ = ["SeedsHandler", "SeedsOptions"]
 
@@ -45,7 +50,7 @@ class SeedsHandler(Handler):
     Options = SeedsOptions
     options: SeedsOptions
 
-    def getNumSubmissionTimes(self, desc):
+    def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         n = desc.get_int("seeds", None, minimum=1)
         if n is None:
             raise InvalidAttribute("seeds jobs need seeds=<number of local jobs>")
@@ -63,10 +68,10 @@ class SeedsHandler(Handler):
             attrs={"unit": "seeds", "firstSeed": first, "stride": stride},
         )
 
-    def prepareWorkArea(self, desc, plan, area):
+    def prepareWorkArea(self, desc: JobDescription, plan: Plan, area: WorkArea) -> None:
         self.add_input_files(desc, area)  # the job's inputfiles, as every built-in type does
 
-    def getCommandAndArguments(self, desc, plan, local):
+    def getCommandAndArguments(self, desc: JobDescription, plan: Plan, local: LocalSlice) -> list[str]:
         argv = self.executable_argv(desc)
         if self.options.seed_argument:
             argv += [self.options.seed_argument, local.params["seed"]]

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# jim's quality gates: lint, format and types. Fails on the first that does not pass.
+# jim's quality gates: lint (with the complexity and argument-count rules), format
+# and types. Fails on the first that does not pass.
 #
 #   scripts/check.sh            (needs .venv: scripts/setup.sh makes it)
 #
-# mypy checks the package as it is installed (jim.adapters, jim.handlers and
+# mypy (--strict, from pyproject.toml; the worker-node wrapper's functions may stay
+# unannotated) checks the package as it is installed (jim.adapters, jim.handlers and
 # jim.sandbox come from the top-level adapters/, handlers/ and sandbox/): it
 # reads a tree of links under build/typecheck that has that shape.
 set -euo pipefail

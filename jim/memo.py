@@ -298,6 +298,12 @@ def which(seen: Seen, inputs: Inputs, result: QueryResult) -> set[Key] | None:
         return None
     if inputs.tick != before.tick and not inputs.statuses.any_absent:
         return None  # the periodic look at everything
+    return _news_of_statuses(seen, result) | _news_of_dirs(seen.dirs, applied)
+
+
+def _news_of_statuses(seen: Seen, result: QueryResult) -> set[Key]:
+    """The local jobs whose status changed since the answer the last pass applied, is missing, or is a
+    terminal one (the last pass may not have settled it: its exit file or accounting may come later)."""
     since = seen.applied_generation
     changed, statuses = result.changed, result.statuses
     out = set()
@@ -305,8 +311,13 @@ def which(seen: Seen, inputs: Inputs, result: QueryResult) -> set[Key] | None:
         g = changed.get(b)
         if g is None or since is None or g > since or statuses[b].state.terminal:
             out.add(key)
-    dirs = seen.dirs
-    if dirs is not applied:
-        out.update(key for key, times in dirs.items() if applied.get(key) != times)
-        out.update(key for key in applied if key not in dirs)
+    return out
+
+
+def _news_of_dirs(dirs: Dirs, applied: Dirs) -> set[Key]:
+    """The wrappers' directories that changed, came or went since the last pass applied ``applied``."""
+    if dirs is applied:  # (not listed again since)
+        return set()
+    out = {key for key, times in dirs.items() if applied.get(key) != times}
+    out.update(key for key in applied if key not in dirs)
     return out

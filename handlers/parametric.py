@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 from jim.errors import InvalidAttribute, PlanError
 from jim.handlers.base import Handler, HandlerOptions, LocalSlice, Plan
 from jim.jobdesc import JobDescription
-from jim.split.parametric import Expanded, ParameterSequence, ParametricJob, parse_parameters, split_parametric
+from jim.split.parametric import ParameterSequence, ParametricJob, parse_parameters, split_parametric
+from jim.split.placeholders import Expanded
 
 if TYPE_CHECKING:
     from jim.sandbox.builder import WorkArea

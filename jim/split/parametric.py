@@ -42,30 +42,11 @@ and
 ``SplitSourceJob`` (the grid job id passed in).  A description that already
 sets one of these is refused.
 
-Substitution (``$name``, ``${name}``)
--------------------------------------
-Every string in every attribute (nested lists included) is expanded once:
-
-* ``$name`` -- ``name`` is ``[A-Za-z_][A-Za-z0-9_]*`` and ends at the first other
-  character (``$Parameter_x`` looks up ``Parameter_x``; write ``${Parameter}_x``).
-* ``${name}`` -- also allows dotted names: ``${Parameter.energy}``.
-* ``$$`` -- a literal ``$`` (write ``$$HOME`` to pass ``$HOME`` to the shell).
-* A ``$`` followed by anything else (a digit, a space, end of text) is kept
-  literally, so ``$1`` and ``cost: 5$`` pass through; ``${`` without ``}`` and
-  ``${}`` are errors.
-* Names are looked up case-insensitively (RSL attribute names are), among the
-  values above plus any ``variables`` the caller adds.  **An unresolvable
-  placeholder is a ValueError naming it and its attribute** (DIRAC's 2013
-  splitter left it in place).
-* Substituted values are not scanned again, so a parameter value containing
-  ``$`` is passed through literally.
-* DIRAC's own placeholders are interpreted only when the caller asks
-  (``percent=True``: jim does for a JDL description, DIRAC's own language):
-  ``%s`` is the unnamed value, ``%(name)s`` the value of sequence ``name``,
-  ``%n`` the index zero-padded as DIRAC pads it, to the width of the last
-  index (N-1: N=10 gives ``0``..``9``, N=100 ``00``..``99``; ``SplitID`` keeps
-  the RFC's width of N); any other ``%`` is kept as written.  Otherwise they
-  pass through as text.
+Substitution (``$name``, ``${name}``, and DIRAC's ``%s``, ``%n``, ``%(name)s`` in a
+JDL description): every string in every attribute is expanded once by the rules
+of :mod:`jim.split.placeholders`, among the values above plus any ``variables``
+the caller adds; an unresolvable placeholder is a ValueError naming it and its
+attribute.
 
 Attribute names are matched the GRAM way: case-insensitively and ignoring
 ``_`` (``parameter_start`` is ``ParameterStart``); the part after the dot is a
@@ -87,6 +68,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, Inexact, InvalidOperation, Overflow, localcontext
 
 from jim.split._check import is_int, positive_int
+from jim.split.placeholders import DIRAC_N, VAR_NAME, Expanded, Value, expand, substitute
 
 __all__ = [
     "DEFAULT_MAX_PARAMETRIC_JOBS",
@@ -107,10 +89,8 @@ DEFAULT_MAX_PARAMETRIC_JOBS = 100
 MAX_DIGITS = 1000
 """Most significant digits (and largest decimal exponent) a generated value may have."""
 
-Value = str | Sequence["Value"]
 Description = Mapping[str, Sequence[Value]]
 """Attribute name -> list of values; a value is a string or a (nested) list of strings."""
-Expanded = str | list["Expanded"]
 """A value of a child's description: a string or a (nested) list of them."""
 
 Number = str | int | float | Decimal
@@ -123,14 +103,8 @@ _KEYS = {
 }
 _RESERVED = ("Parameter", "ParameterNumber", "SplitID", "SplitSourceJob")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
-_PLACEHOLDER = re.compile(r"\$(?:(\$)|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*)|(\{))")
-#: The ``$`` placeholders and DIRAC's own ``%s``, ``%n``, ``%(name)s`` (a JDL description's).
-#: Where DIRAC's ``%n`` is in a child's lookup (not a name a ``$`` placeholder can reach).
-_DIRAC_N = "%n"
-_PLACEHOLDER_OR_PERCENT = re.compile(_PLACEHOLDER.pattern + r"|%(?:(s)|(n)|\(([A-Za-z_][A-Za-z0-9_]*)\)s)")
 
 
 @dataclass(frozen=True)
@@ -264,16 +238,6 @@ def split_parametric(
     """
     sequences = parse_parameters(description, max_jobs=max_jobs)
     return expand_jobs(description, sequences or (), source_job=source_job, variables=variables, percent=percent)
-
-
-def substitute(text: str, variables: Mapping[str, str]) -> str:
-    """Expand ``$name``, ``${name}`` and ``$$`` in ``text`` once (see the module docstring).
-
-    ``variables`` is matched case-insensitively.  Raises ``ValueError`` naming
-    the first placeholder that cannot be resolved or is malformed.
-    """
-    lookup = {name.lower(): value for name, value in variables.items()}
-    return _substitute(text, lookup)
 
 
 # --- parsing the description -------------------------------------------------------------
@@ -497,7 +461,7 @@ class _Children:
         own = _job_variables(k, split_id, self.source, parameter, named)
         lookup = self._lookup(k, own)
         expanded = {
-            attr: [_expand(attr, v, lookup, self.percent) for v in _values_of(attr, values)]
+            attr: [expand(attr, v, lookup, self.percent) for v in _values_of(attr, values)]
             for attr, values in self.base.items()
         }
         expanded.update((name, [value]) for name, value in own.items())
@@ -507,7 +471,7 @@ class _Children:
         """Child ``k``'s placeholder names, lower-case, with DIRAC's ``%n`` (padded to the width of the
         last index, not of N)."""
         lookup = {name.lower(): value for name, value in {**self.extra, **own}.items()}
-        lookup[_DIRAC_N] = str(k).zfill(len(str(max(self.count - 1, 0))))
+        lookup[DIRAC_N] = str(k).zfill(len(str(max(self.count - 1, 0))))
         return lookup
 
 
@@ -550,7 +514,7 @@ def _extra_variables(variables: Mapping[str, str] | None) -> dict[str, str]:
     reserved = {r.lower() for r in _RESERVED}
     extra = {}
     for name, value in variables.items():
-        if not isinstance(name, str) or not _VAR_NAME.match(name):
+        if not isinstance(name, str) or not VAR_NAME.match(name):
             raise ValueError(f"variable name must be an identifier (dots allowed), got {name!r}")
         if name.split(".")[0].lower() in reserved:
             raise ValueError(f"variable {name} would shadow a value set by the parametric splitter")
@@ -565,39 +529,3 @@ def _values_of(attr: str, values: object) -> Sequence[Value]:
     if isinstance(values, Sequence) and not isinstance(values, str):
         return values
     raise ValueError(f"attribute {attr}: values must be strings or lists of strings, got {values!r}")
-
-
-def _expand(attr: str, value: Value, lookup: Mapping[str, str], percent: bool = False) -> Expanded:
-    if isinstance(value, str):
-        try:
-            return _substitute(value, lookup, percent)
-        except ValueError as exc:
-            raise ValueError(f"attribute {attr}: {exc}") from None
-    if isinstance(value, Sequence):
-        return [_expand(attr, item, lookup, percent) for item in value]
-    raise ValueError(f"attribute {attr}: values must be strings or lists of strings, got {value!r}")
-
-
-def _substitute(text: str, lookup: Mapping[str, str], percent: bool = False) -> str:
-    def replace(match: re.Match[str]) -> str:
-        dollar, braced, bare, unterminated, *dirac = match.groups()
-        if any(d is not None for d in dirac):
-            p_s, p_n, p_name = dirac
-            key = "parameter" if p_s else _DIRAC_N if p_n else f"parameter.{p_name.lower()}"
-            if key not in lookup:
-                raise ValueError(f"unresolved placeholder {match.group()} in {text!r}")
-            return lookup[key]
-        if dollar:
-            return "$"
-        if unterminated:
-            raise ValueError(f"unterminated placeholder '${{' in {text!r}")
-        name = bare if bare is not None else braced
-        if bare is None and not _VAR_NAME.match(name):
-            raise ValueError(f"malformed placeholder '${{{name}}}' in {text!r}")
-        try:
-            return lookup[name.lower()]
-        except KeyError:
-            shown = f"${name}" if bare is not None else f"${{{name}}}"
-            raise ValueError(f"unresolved placeholder {shown} in {text!r}") from None
-
-    return (_PLACEHOLDER_OR_PERCENT if percent else _PLACEHOLDER).sub(replace, text)

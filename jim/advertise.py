@@ -38,14 +38,13 @@ from dataclasses import replace
 from typing import Any
 
 from jim import __version__
-from jim.adapters import get_adapter
 from jim.adapters.condor import collector as collector_for
 from jim.classads import classad_module
 from jim.config import Config
 from jim.errors import JimError
 from jim.handlers import discover
-from jim.paths import Home
 from jim.requirements import parse_resources
+from jim.site import Site
 
 log = logging.getLogger("jim.advertise")
 
@@ -92,7 +91,7 @@ def site_attributes(config: Config, *, free_slots: int | None | bool = True) -> 
 
 def _free_slots(config: Config) -> int | None:
     try:
-        return get_adapter(config, Home(config.home)).free_slots()
+        return Site(config).adapter.free_slots()
     except Exception as e:  # an unreachable batch system: the ad says "unknown", not nothing
         log.warning("free slots unknown: %s", e)
         return None

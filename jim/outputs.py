@@ -31,10 +31,10 @@ The user names these files, so they are written with care:
   the default), as GRAM does, and recorded so (:func:`resolve_user_paths`); a
   path into jim's own home (symbolic links of its existing directories
   resolved) is refused with 134 at submit and never written later;
-* each file is written to a new temporary file beside it (``mkstemp``:
-  created exclusively, never through a symbolic link, mode 0600) and renamed
-  into place: jim never writes through a link nor truncates a file it did not
-  create;
+* each file is written whole by :func:`jim.safeio.atomic_write` (a new
+  temporary file beside it, created exclusively, never through a symbolic link,
+  mode 0600, renamed into place): jim never writes through a link nor truncates
+  a file it did not create;
 * an output tar that cannot be written is tried again; after
   :data:`MAX_GATHER_TRIES` tries the grid job ends FAILED with the reason.
 """

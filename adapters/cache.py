@@ -184,7 +184,7 @@ class AdapterCache:
     def _redate(self, last: _Answer, at: float) -> QueryResult:
         """The batch system said again what the cache file says: date it again (a few bytes)."""
         atomic_write(self.date_path, json.dumps({"answer": last.answered, "at": at}), sync=False)
-        last.result = self._with_date(last.result, at)
+        last.result = replace(last.result, at=at)
         last.date_key = disk_key(self.date_path, missing=True)
         return self.generations.stamp(last.result)
 
@@ -201,12 +201,8 @@ class AdapterCache:
             return last.result
         last.date_key = key
         if confirms and at > last.result.at:
-            last.result = self._with_date(last.result, at)
+            last.result = replace(last.result, at=at)
         return last.result
-
-    @staticmethod
-    def _with_date(r: QueryResult, at: float) -> QueryResult:
-        return replace(r, at=at)
 
     def _intern(self, ok: bool, error: str, at: float, raw: dict[str, list[Any]]) -> QueryResult:
         """A :class:`QueryResult` of ``raw`` (batch id -> :meth:`BatchStatus.to_json`), reusing the previous

@@ -48,7 +48,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jim.adapters import templates
 from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, SubmitChunk
 from jim.adapters.options import AdapterOptions
@@ -469,7 +468,7 @@ class PbsAdapter(CommandAdapter):
 
     def render_script(self, chunk: SubmitChunk, offset: int, *, array: bool) -> str:
         """The job script of an array whose task 0 is local job ``offset``, or of local job ``offset`` alone."""
-        return templates.render(
+        return self.render(
             "pbs.sh",
             grid_id=chunk.grid_id,
             offset=offset,

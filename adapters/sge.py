@@ -50,7 +50,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jim.adapters import templates
 from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, SubmitChunk
 from jim.adapters.options import AdapterOptions
@@ -442,7 +441,7 @@ class SgeAdapter(CommandAdapter):
     # -- submit ------------------------------------------------------------------
     def script(self, chunk: SubmitChunk, group: list[int]) -> str:
         offset = group[0]
-        return templates.render(
+        return self.render(
             "sge.sh",
             grid_id=chunk.grid_id,
             offset=offset,

@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jim.adapters import templates
 from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, SubmitChunk
 from jim.adapters.options import AdapterOptions
@@ -301,7 +300,7 @@ class SlurmAdapter(CommandAdapter):
 
     # -- submit ------------------------------------------------------------------
     def script(self, chunk: SubmitChunk, group: list[int]) -> str:
-        return templates.render(
+        return self.render(
             "slurm.sh",
             grid_id=chunk.grid_id,
             offset=group[0],

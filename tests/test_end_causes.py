@@ -22,15 +22,14 @@ from jim.adapters.sge import FAILED_CAUSES, parse_qacct, parse_qstat
 from jim.adapters.slurm import STATE_CAUSES, STATE_MAP, SlurmAdapter, end_cause, parse_sacct, parse_squeue, tag_name
 from jim.db import Database, validate
 from jim.evidence import Rules
-from jim.jobid import new_job_id
 from jim.monitor import apply_local
 from jim.paths import Home
-from jim.record import NewJob, new_record
 from jim.states import EndCause, Evidence, LocalState, site_fault
 
 from fake_sched import BIN as FAKE_BIN
 from fake_sched import FakeSched
 from support.jimcli import FAST_CONFIG
+from support.records import queued_record
 
 DATA = Path(__file__).parent / "data"
 G = "20261122-070000-abcdef01"
@@ -304,30 +303,9 @@ def test_pbs_exec_code_tables():
 @pytest.fixture
 def record(tmp_path):
     db = Database(Home(tmp_path / "h"))
-    job_id = new_job_id()
-    db.create(
-        new_record(
-            job_id,
-            NewJob(
-                jobtype="generic",
-                name="t",
-                owner="u",
-                adapter="slurm",
-                description={},
-                source_format="json",
-                source_text="{}",
-                plan={"localJobs": 1, "binding": "count"},
-                explanation="",
-                slices=[{}],
-            ),
-        )
-    )
-    with db.update(job_id) as job:
-        lj = job.local(0)
-        lj.set_state(LocalState.SUBMITTING, at=time.time() - 100)
-        lj.batch_id = "77_0"
-        lj.set_state(LocalState.QUEUED, at=time.time() - 90)
-    return db, job_id
+    rec = queued_record()
+    db.create(rec)
+    return db, rec.id
 
 
 def _apply(db, job_id, tmp_path, status=None, accounting=None):

@@ -13,10 +13,10 @@ import pytest
 
 from jim.adapters.model import BatchStatus
 from jim.evidence import Facts, Rules, ended_by_cancel, held_too_long, overdue_holds, own_record, settle
-from jim.jobid import new_job_id
 from jim.localfiles import ExitFile
-from jim.record import NewJob, new_record
 from jim.states import EndCause, Evidence, LocalState
+
+from support.records import queued_record
 
 NOW = time.time()
 L = LocalState
@@ -24,28 +24,7 @@ E = Evidence
 
 
 def _record(n: int = 1):
-    job_id = new_job_id()
-    rec = new_record(
-        job_id,
-        NewJob(
-            jobtype="generic",
-            name="t",
-            owner="u",
-            adapter="slurm",
-            description={},
-            source_format="json",
-            source_text="{}",
-            plan={"localJobs": n, "binding": "count"},
-            explanation="",
-            slices=[{} for _ in range(n)],
-        ),
-    )
-    for k in range(n):
-        lj = rec.local(k)
-        lj.set_state(L.SUBMITTING, at=NOW - 100)
-        lj.batch_id = f"77_{k}"
-        lj.set_state(L.QUEUED, at=NOW - 90)
-    return rec
+    return queued_record(n, now=NOW)
 
 
 @pytest.fixture

@@ -9,41 +9,20 @@ import pytest
 from jim.adapters.model import BatchStatus, QueryResult
 from jim.db import Database
 from jim.evidence import Rules
-from jim.jobid import new_job_id
 from jim.localfiles import read_progress
 from jim.monitor import apply_local
 from jim.paths import Home
-from jim.record import NewJob, new_record
 from jim.states import Evidence, LocalState
+
+from support.records import queued_record
 
 
 @pytest.fixture
 def lj(tmp_path):
     db = Database(Home(tmp_path / "h"))
-    job_id = new_job_id()
-    db.create(
-        new_record(
-            job_id,
-            NewJob(
-                jobtype="generic",
-                name="t",
-                owner="u",
-                adapter="slurm",
-                description={},
-                source_format="json",
-                source_text="{}",
-                plan={"localJobs": 1, "binding": "count"},
-                explanation="",
-                slices=[{}],
-            ),
-        )
-    )
-    job = db.read(job_id)
-    j = job.local(0)
-    j.set_state(LocalState.SUBMITTING, at=time.time() - 100)
-    j.batch_id = "77_0"
-    j.set_state(LocalState.QUEUED, at=time.time() - 90)
-    return j
+    rec = queued_record()
+    db.create(rec)
+    return db.read(rec.id).local(0)
 
 
 def apply(lj, tmp_path, result, accounting=None, **kw):

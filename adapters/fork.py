@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from jim.adapters.base import Adapter
-from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, QueryResult, SubmitChunk
 from jim.adapters.options import AdapterOptions
 from jim.errors import SubmitError
 from jim.proc import spawn_detached
@@ -56,6 +56,24 @@ ENVIRON_LIMIT = 4 << 20
 #: Rounds of "find the tagged processes, SIGKILL them" at most (a job that forks as fast as it is
 #: killed is outrun within a few).
 _KILL_ROUNDS = 50
+
+
+def host_capacity() -> Capacity:
+    """This host as the fork backend's batch system: the cores jim may use (its CPU affinity), the
+    physical memory and the NVIDIA GPUs its ``/dev`` shows."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except OSError:
+        cores = os.cpu_count() or 1
+    try:
+        memory: int | None = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1 << 20)
+    except (OSError, ValueError):
+        memory = None
+    try:
+        gpus = sum(1 for name in os.listdir("/dev") if name.startswith("nvidia") and name[6:].isdigit())
+    except OSError:
+        gpus = 0
+    return Capacity(cores, cores, None, memory, gpus, gpus)
 
 
 def _ps() -> ModuleType:

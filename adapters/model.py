@@ -3,6 +3,7 @@
 * :class:`SubmitChunk` -- local jobs of one grid job submitted together, with
   their wrapper, sandbox, queue and :class:`Limits`;
 * :class:`BatchStatus` -- what the batch system says of one local job;
+* :class:`Capacity` -- what the batch system has: cores, free cores, memory, GPUs;
 * :class:`QueryResult` -- one status answer, three-valued: a local job is
   *known* (with a state), *absent* (the query worked and the job is not in
   it), or the query *failed* (nothing can be said: "no news").  An answer
@@ -111,6 +112,12 @@ class Limits:
     """The memory limit in MB (GRAM's ``maxmemory``)."""
     min_memory_mb: int | None = None
     """The memory in MB each local job needs at least (GRAM's ``minmemory``)."""
+    cores: int = 1
+    """The cores of each local job (its resource shape, :class:`jim.jobdesc.shape.Shape`)."""
+    gpus: int = 0
+    """The GPUs of each local job."""
+    whole_node: bool = False
+    """Each local job has its node to itself (exclusive)."""
     project: str | None = None
     """The batch system's account the local jobs are charged to (GRAM's ``project``): it wins over
     the adapter's own default account (the stock GRAM modules pass it unconditionally)."""
@@ -134,8 +141,24 @@ class Limits:
             cpu_seconds=number("cpu_seconds"),
             memory_mb=number("memory_mb"),
             min_memory_mb=number("min_memory_mb"),
+            cores=int(values.get("cores") or 1),
+            gpus=int(values.get("gpus") or 0),
+            whole_node=bool(values.get("whole_node")),
             project=str(project) if project else None,
         )
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the batch system has (None: it does not say): cores in all and on its largest node, free
+    cores now, memory of its largest node (MB), GPUs in all and on one node."""
+
+    cores: int
+    node_cores: int | None = None
+    free_cores: int | None = None
+    memory_mb: int | None = None
+    gpus: int = 0
+    node_gpus: int = 0
 
 
 @dataclass

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from jim import settings
 from jim.config import SiteLimits
 from jim.errors import ConfigError, InvalidAttribute, InvalidCount, PlanError
-from jim.jobdesc import JobDescription
+from jim.jobdesc import JobDescription, Shape
 
 if TYPE_CHECKING:
     from jim.requirements import Queue
@@ -128,6 +128,8 @@ class Plan:
     queue: str | None = None
     stdin: str | None = None
     """The absolute path of the file every local job reads on its standard input (:func:`stdin_path`)."""
+    shape: Shape = field(default_factory=Shape)
+    """What each local job gets: cores, memory, GPUs, whole node, wall time (:mod:`jim.jobdesc.shape`)."""
 
     @property
     def n(self) -> int:
@@ -148,6 +150,7 @@ class Plan:
             "attrs": self.attrs,
             "queue": self.queue,
             "stdin": self.stdin,
+            "shape": self.shape.to_json(),
             "slices": [s.to_json() for s in self.slices],
         }
 
@@ -160,6 +163,7 @@ class Plan:
             attrs=data["attrs"],
             queue=data.get("queue"),
             stdin=data.get("stdin"),
+            shape=Shape.from_json(data.get("shape")),
         )
 
 
@@ -188,6 +192,7 @@ class Handler(abc.ABC):
         *,
         queue: Queue | None = None,
         grid_job_id: str | None = None,
+        shape: Shape | None = None,
     ):
         self.site = site
         if isinstance(options, HandlerOptions):
@@ -200,6 +205,9 @@ class Handler(abc.ABC):
         self.queue = queue
         #: The grid job's id (None in ``jim plan --dry-run``).
         self.grid_job_id = grid_job_id
+        #: What each local job gets (cores, memory, GPUs, whole node), as the queue holds it; the
+        #: plan may give a job more cores when one event is too long for one core (:meth:`event_budget`).
+        self.shape = shape if shape is not None else Shape()
 
     @classmethod
     def accepted_attributes(cls, desc: JobDescription) -> set[str]:
@@ -290,6 +298,30 @@ class Handler(abc.ABC):
         """The queue's ``CPUPower`` (1 when the queue does not say)."""
         return self.queue_number("CPUPower") or 1.0
 
+    def speed(self, cores: int | None = None) -> float:
+        """How many reference CPU seconds one wall second of a local job does: ``CPUPower`` times its
+        cores times the site's ``core_efficiency`` (one core: no loss).  CPU hints divide by this."""
+        cores = self.shape.cores if cores is None else cores
+        return self.cpu_power() * cores * (self.site.core_efficiency if cores > 1 else 1.0)
+
+    def speed_text(self) -> str:
+        """`` / CPUPower 2 / 8 cores x efficiency 0.9``: what :meth:`speed` divides by (empty: 1)."""
+        power, cores = self.cpu_power(), self.shape.cores
+        text = f" / CPUPower {power:g}" if power != 1 else ""
+        if cores > 1:
+            eff = self.site.core_efficiency
+            text += f" / {cores} cores" + (f" x efficiency {eff:g}" if eff != 1 else "")
+        return text
+
+    def most_cores(self) -> int:
+        """The most cores the plan may give a local job of its own accord: the stated most of a range,
+        else the queue's ``NumberOfProcessors`` / ``CoresPerNode``, else the site's
+        ``max_cores_per_job``; a job that states its cores exactly keeps them."""
+        if "cores" in self.shape.by:
+            return self.shape.cores
+        most = self.queue_number("NumberOfProcessors") or self.queue_number("CoresPerNode")
+        return int(most) if most else max(self.shape.cores, self.site.max_cores_per_job)
+
     def time_limit(self, safety: float = 1.0) -> TimeLimit:
         """The tightest bound on one local job's seconds: the site's maximum CPU, or the
         queue's ``WallTimeLimit`` / ``MaxCPUTime`` times ``safety``."""
@@ -307,10 +339,13 @@ class Handler(abc.ABC):
         """Events per local job from the CPU hint, the user's wish and the limits.
 
         * with ``cpuperevent`` (seconds per event on the reference CPU; one
-          event takes ``cpuperevent / CPUPower`` seconds on the queue):
+          event takes ``cpuperevent / speed`` wall seconds on the queue, see
+          :meth:`speed`: CPU limits are compared per core):
           ``floor(recommended_cpu_per_job / t)`` (``site-recommended-cpu``),
           never above what fits :meth:`time_limit` (its binding name); a
-          single event above the limit is refused;
+          single event above the limit takes more cores per local job, up to
+          :meth:`most_cores` (``shape.by["cores"]`` says so), and is refused
+          beyond;
         * without it: ``default_per_job`` (``default-events-per-job``);
         * ``eventsperjob`` from the user wins (``user-events-per-job``), capped
           by the time limit when the hint allows checking it.
@@ -320,10 +355,12 @@ class Handler(abc.ABC):
         limit = self.time_limit(safety)
         seconds = fits = None
         if cpe is not None:
-            seconds = cpe / self.cpu_power()
+            seconds = cpe / self.speed()
             fits = math.floor(round(limit.seconds / seconds, 9))
             if fits < 1:
-                raise PlanError(f"one event needs {seconds:g} s, more than {limit.describe()}")
+                self._widen(cpe, limit)
+                seconds = cpe / self.speed()
+                fits = max(1, math.floor(round(limit.seconds / seconds, 9)))
             per_job = max(1, math.floor(round(self.site.recommended_cpu_per_job / seconds, 9)))
             binding = "site-recommended-cpu"
             if per_job > fits:
@@ -335,6 +372,18 @@ class Handler(abc.ABC):
             if fits is not None and per_job > fits:
                 per_job, binding = fits, limit.by
         return EventBudget(per_job, binding, fits, seconds, cpe, limit, user is not None)
+
+    def _widen(self, cpe: float, limit: TimeLimit) -> None:
+        """Give each local job the fewest cores in which one event of ``cpe`` CPU seconds fits
+        ``limit``, up to :meth:`most_cores`; :class:`PlanError` when even those are too few."""
+        most = self.most_cores()
+        for cores in range(self.shape.cores + 1, most + 1):
+            if cpe / self.speed(cores) <= limit.seconds * (1 + 1e-9):
+                self.shape = self.shape.with_cores(cores, "one event within the time limit")
+                return
+        seconds = cpe / self.speed(most)
+        on = f" on {most} cores" if most > 1 else ""
+        raise PlanError(f"one event needs {seconds:g} s{on}, more than {limit.describe()}")
 
 
 @dataclass(frozen=True)

@@ -143,8 +143,7 @@ class MonteCarloHandler(Handler):
             f"{split.largest} events (binding: {split.binding.replace('-', ' ')}"
         )
         if budget.cpu_per_event is not None:
-            power = self.cpu_power()
-            speed = f" / CPUPower {power:g}" if power != 1 else ""
+            speed = self.speed_text()
             expl += (
                 f"; {budget.cpu_per_event:g} s/event{speed}, about {budget.estimate(split.largest):g} s per local "
                 f"job against the site's recommended {self.site.recommended_cpu_per_job:g} s and "

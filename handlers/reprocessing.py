@@ -99,7 +99,7 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
         entries = inputdata.entries(desc)
         cap, cap_why = self.max_local_jobs(desc)
         cpe = desc.get_float("cpuperevent", None, positive=True)
-        seconds = cpe / self.cpu_power() if cpe is not None else None
+        seconds = cpe / self.speed() if cpe is not None else None
         plan = self._split(desc, entries, mode, cap, cap_why)
         for k, s in enumerate(plan.slices):
             s.env["JIM_INPUT_FILE_LIST"] = inputdata.list_name(k)

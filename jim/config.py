@@ -80,6 +80,12 @@ class SiteLimits:
     max_input_bytes: int = 256 * 1024 * 1024
     """The most bytes a grid job's ``inputfiles`` may come to, together (checked at submit; the
     sandbox copies no more)."""
+    max_cores_per_job: int = 0
+    """The most cores one local job may have where no queue of ``[resources]`` says
+    (``NumberOfProcessors``, ``CoresPerNode``); 0: unchecked, and jim never widens a job itself."""
+    core_efficiency: float = 1.0
+    """The share of its cores a multi-core payload keeps busy: a local job of c > 1 cores runs
+    ``CPU / (c x core_efficiency)`` wall seconds (docs/resources.md)."""
 
     def __post_init__(self) -> None:
         if self.max_local_jobs < 1:
@@ -88,6 +94,8 @@ class SiteLimits:
             raise ConfigError("[site].max_cpu_per_job is smaller than recommended_cpu_per_job")
         if not 0.0 <= self.max_failed_fraction <= 1.0:
             raise ConfigError("[site].max_failed_fraction must be between 0 and 1")
+        if not 0.0 < self.core_efficiency <= 1.0:
+            raise ConfigError("[site].core_efficiency must be in (0, 1]")
 
 
 @dataclass(frozen=True)

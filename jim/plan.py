@@ -32,7 +32,7 @@ from jim.config import Config
 from jim.errors import GramError, InvalidAttribute, JimError, PlanError
 from jim.handlers import get_handler_class
 from jim.handlers.base import Handler, Plan, input_path
-from jim.jobdesc import JobDescription, shown
+from jim.jobdesc import JobDescription, Shape, shown, stated_shape
 from jim.paths import Home
 from jim.safeio import NotRegular, atomic_write, kind, open_regular
 from jim.sandbox.builder import input_arcname, open_input
@@ -59,10 +59,15 @@ def make_plan(
     stated = (desc.get("queue") or "").strip()
     if stated:  # (the GRAM queue, before anything is matched against it: never an option-looking word)
         check_queue_name(stated)
-    choice = _choose_queue(config, desc, dry_run)
+    shape = stated_shape(desc)
+    choice = _choose_queue(config, desc, dry_run, shape)
     if choice.name:
         check_queue_name(choice.name)
-    handler = cls(config.site, config.handler_options(cls.name or desc.jimtype), queue=choice.queue, grid_job_id=job_id)
+    if choice.queue is None:
+        check_site_shape(config, shape)
+    shape = choice.shape or shape
+    options = config.handler_options(cls.name or desc.jimtype)
+    handler = cls(config.site, options, queue=choice.queue, grid_job_id=job_id, shape=shape)
     try:
         plan = handler.getNumSubmissionTimes(desc)
     except ValueError as e:  # splitters raise ValueError on bad parameters
@@ -77,6 +82,7 @@ def make_plan(
     check_output_patterns(desc)
     check_output_tar_value(desc)
     _record_queue(plan, choice)
+    _record_shape(plan, handler.shape, desc)
     commands = [handler.getCommandAndArguments(desc, plan, s) for s in plan.slices]
     for argv in commands:
         if not argv or not all(isinstance(a, str) for a in argv) or any("\0" in a for a in argv):
@@ -105,6 +111,26 @@ def _handler_class(desc: JobDescription) -> type[Handler]:
     return cls
 
 
+def check_site_shape(config: Config, shape: Shape) -> None:
+    """Where the site describes no queues: the cores within the site's ``max_cores_per_job`` (when
+    set) and, on the fork backend, the shape within this host (its cores, memory and GPUs); else
+    :class:`PlanError` (134) naming what was asked and what there is."""
+    most = config.site.max_cores_per_job
+    if most and shape.min_cores > most:
+        raise PlanError(f"{shape.min_cores} cores per local job asked, over the site's max_cores_per_job of {most}")
+    if config.batch.adapter != "fork":
+        return
+    from jim.adapters.fork import host_capacity  # (the host's cores, memory and GPUs; cheap)
+
+    host = host_capacity()
+    if shape.min_cores > host.cores:
+        raise PlanError(f"{shape.min_cores} cores per local job asked; this host has {host.cores}")
+    if shape.gpus > host.gpus:
+        raise PlanError(f"{shape.gpus} GPU(s) per local job asked; this host has {host.gpus}")
+    if shape.memory_mb and host.memory_mb and shape.memory_mb > host.memory_mb:
+        raise PlanError(f"{shape.memory_mb} MB per local job asked; this host has {host.memory_mb} MB")
+
+
 class _NoQueues:
     """The queue choice when the site describes no queues and the job states no requirements.
 
@@ -117,16 +143,17 @@ class _NoQueues:
     eligible = 0
     described = ""
 
-    def __init__(self, name: str | None):
+    def __init__(self, name: str | None, shape: Shape):
         self.name = name
         self.how = "gram-queue" if name else "batch-default"
+        self.shape = shape
 
 
-def _choose_queue(config: Config, desc: JobDescription, dry_run: bool) -> Any:
-    """The job's local queue from its requirements and the site's ``[resources]``."""
+def _choose_queue(config: Config, desc: JobDescription, dry_run: bool, shape: Shape) -> Any:
+    """The job's local queue from its requirements, its shape and the site's ``[resources]``."""
     if not config.resources and not desc.has("requirements"):
         gram_queue = (desc.get("queue") or "").strip()
-        return _NoQueues(gram_queue or None)
+        return _NoQueues(gram_queue or None, shape)
     # (imported here: a submit without requirements never needs it, see _NoQueues)
     from jim.requirements import QueueCache, choose_queue, requirements_of_description
 
@@ -134,7 +161,7 @@ def _choose_queue(config: Config, desc: JobDescription, dry_run: bool) -> Any:
     if not dry_run:
         home.ensure()
     stated = requirements_of_description(desc.attrs.get("requirements"), desc.get("queue"))
-    return choose_queue(config.resources, stated, cache=QueueCache(home.cache, write=not dry_run))
+    return choose_queue(config.resources, stated, cache=QueueCache(home.cache, write=not dry_run), shape=shape)
 
 
 def _record_queue(plan: Plan, choice: Any) -> None:
@@ -156,6 +183,24 @@ def _record_queue(plan: Plan, choice: Any) -> None:
         plan.explanation = f"{text} Queue {choice.name} on CE {choice.ce} ({why}; {choice.eligible} eligible)."
     elif choice.name:
         plan.explanation = f"{text} Queue {choice.name} (the job's queue attribute)."
+
+
+def _record_shape(plan: Plan, shape: Shape, desc: JobDescription) -> None:
+    """Put each local job's shape into the plan (its attributes and explanation) and offer its cores
+    to the local jobs: ``JIM_CORES``, and ``OMP_NUM_THREADS`` unless the job's environment sets it."""
+    plan.shape = shape
+    for key, value in shape.record().items():
+        plan.attrs.setdefault(key, value)
+    if shape != Shape() or shape.by:
+        why = ", ".join(f"{k} from {v}" for k, v in sorted(shape.by.items()))
+        text = plan.explanation.rstrip()
+        text += "" if not text or text.endswith(".") else "."
+        plan.explanation = f"{text} Each local job: {shape.describe()}" + (f" ({why})." if why else ".")
+    threads = not any(name == "OMP_NUM_THREADS" for name, _ in desc.environment())
+    for s in plan.slices:
+        s.env.setdefault("JIM_CORES", str(shape.cores))
+        if threads:
+            s.env.setdefault("OMP_NUM_THREADS", str(shape.cores))
 
 
 def save(job_dir: Path, plan: Plan, commands: Commands, environment: list[tuple[str, str]] | None = None) -> None:
@@ -186,6 +231,7 @@ def dry_run_json(desc: JobDescription, plan: Plan, commands: Commands) -> dict[s
         "localJobs": plan.n,
         "binding": plan.binding,
         "queue": plan.queue,
+        "shape": plan.shape.to_json(),
         "timeLimit": attrs.get("timeLimit"),
         "timeLimitBy": attrs.get("timeLimitBy"),
         "explanation": plan.explanation,
@@ -219,6 +265,9 @@ def render_dry_run(data: dict[str, Any]) -> str:
     lines.append(
         f"queue: {queue}{extra}" + (f"; requirements: {attrs['requirements']}" if attrs.get("requirements") else "")
     )
+    shape = Shape.from_json(data.get("shape"))
+    by = attrs.get("shapeBy")
+    lines.append(f"each local job: {shape.describe()}" + (f" ({by})" if by else ""))
     if attrs.get("timeLimit"):
         longest = attrs.get("estSecondsPerJob")
         lines.append(

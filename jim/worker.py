@@ -28,6 +28,7 @@ it removes what killed submits left (:func:`jim.journal.recover`).  Fault points
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from jim import background, faults, journal, retry
 from jim import plan as planning
@@ -162,6 +163,17 @@ def submit_pending(site: Site, job_id: str, job: GridJob | None = None) -> None:
     _Submission(site, job_id, job if job is not None else site.db.read(job_id)).run()
 
 
+def _recorded_shape(plan: dict[str, str]) -> dict[str, Any]:
+    """The cores, GPUs and whole node of each local job, as the plan recorded them (a plan recorded
+    without them: one core, no GPU, a shared node)."""
+
+    def number(name: str, default: int) -> int:
+        value = plan.get(name, "")
+        return int(value) if value.isdigit() else default
+
+    return {"cores": number("cores", 1), "gpus": number("gpus", 0), "whole_node": plan.get("wholeNode") == "true"}
+
+
 class _Submission:
     """The worker's loop over the unsubmitted local jobs of one grid job."""
 
@@ -171,11 +183,12 @@ class _Submission:
         self.job_dir = site.home.job_dir(job_id)
         self.log = for_job("jim.worker", job_id)
         desc = JobDescription(job.description())
+        shape = _recorded_shape(job.plan)
         try:
-            self.limits = Limits.of(desc.resource_limits())
+            self.limits = Limits.of({**desc.resource_limits(), **shape})
         except DescriptionError as e:  # (recorded by a jim that did not check them at submit yet)
             self.log.warning("resource limits not passed to the batch system: %s", e.message)
-            self.limits = Limits(wall_seconds=desc.wall_seconds())
+            self.limits = Limits.of({"wall_seconds": desc.wall_seconds(), **shape})
 
     def run(self) -> None:
         while not self.job.cancel_requested:

@@ -26,7 +26,8 @@ Modules, each depending only on the ones before it:
   ClassAd library;
 * :mod:`~jim.jobdesc.rsl`: :func:`parse_rsl`, :func:`to_rsl`;
 * :mod:`~jim.jobdesc.gram_json`: :func:`parse_json`, :func:`from_mapping`;
-* :mod:`~jim.jobdesc.jdl`: :func:`parse_jdl`, :func:`split_words`.
+* :mod:`~jim.jobdesc.jdl`: :func:`parse_jdl`, :func:`split_words`;
+* :mod:`~jim.jobdesc.shape`: :class:`Shape`, :func:`stated_shape`: what each local job asks for.
 
 The names below are the package's public API.
 """
@@ -53,6 +54,7 @@ from jim.jobdesc.limits import (
 )
 from jim.jobdesc.model import JobDescription
 from jim.jobdesc.rsl import parse_rsl, to_rsl
+from jim.jobdesc.shape import MAX_CORES, MAX_GPUS, Shape, memory_mb, stated_shape
 from jim.jobdesc.vocabulary import (
     GRAM_ATTRIBUTES,
     GRAM_INTERNAL_ATTRIBUTES,
@@ -71,6 +73,8 @@ __all__ = [
     "JDL_REQUIREMENTS",
     "JIM_ATTRIBUTES",
     "MAX_ATTRIBUTES",
+    "MAX_CORES",
+    "MAX_GPUS",
     "MAX_CLASSAD_OPERATORS",
     "MAX_CLASSAD_TERMS",
     "MAX_CPU_MINUTES",
@@ -83,15 +87,18 @@ __all__ = [
     "MAX_VALUES",
     "MAX_VALUE_CHARS",
     "JobDescription",
+    "Shape",
     "Value",
     "canonical",
     "check_text",
     "from_mapping",
+    "memory_mb",
     "parse_jdl",
     "parse_json",
     "parse_rsl",
     "read_description_file",
     "shown",
     "split_words",
+    "stated_shape",
     "to_rsl",
 ]

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jim.jobdesc.shape import Shape
 from jim.requirements.expressions import InvalidRequirement
 from jim.requirements.matching import TAG, JobRequirements, matching_queues, preferred
+from jim.requirements.offers import fitting
 from jim.requirements.resources import KEY_VERSION, NAME_RE, Queue, digest, parse_resources
 from jim.safeio import atomic_write
 
@@ -264,8 +266,11 @@ class QueueChoice:
     name, a GRAM ``queue`` passed through, or ``None``: the batch system's
     default); ``how`` is ``requirements``, ``site-preference`` (no
     requirements: the preferred queue of the tree), ``gram-queue`` or
-    ``batch-default``; ``eligible`` counts the eligible queues; ``cached``
-    tells whether they came from the :class:`QueueCache`.
+    ``batch-default``; ``eligible`` counts the eligible queues (those that
+    meet the requirements and can hold the job's shape); ``cached`` tells
+    whether the requirements' matches came from the :class:`QueueCache`;
+    ``shape`` is the job's resource shape as the queue gives it (None: not
+    asked for one).
     """
 
     queue: Queue | None
@@ -274,6 +279,7 @@ class QueueChoice:
     requirements: StatedRequirements
     eligible: int = 1
     cached: bool = False
+    shape: Shape | None = None
 
     @property
     def ce(self) -> str | None:
@@ -286,9 +292,14 @@ class QueueChoice:
 
 
 def choose_queue(
-    resources: Mapping[str, Any] | None, requirements: StatedRequirements, *, cache: QueueCache | None = None
+    resources: Mapping[str, Any] | None,
+    requirements: StatedRequirements,
+    *,
+    cache: QueueCache | None = None,
+    shape: Shape | None = None,
 ) -> QueueChoice:
-    """The queue of a job: the smallest sufficient ``WallTimeLimit`` among the eligible queues.
+    """The queue of a job: the smallest sufficient ``WallTimeLimit`` among the eligible queues,
+    those that meet the requirements and can hold ``shape`` (:func:`jim.requirements.offers.fitting`).
 
     Without ``[resources]`` (``resources`` empty or None), a GRAM ``queue`` is
     passed through and any other requirement fails as it would on the default
@@ -303,7 +314,8 @@ def choose_queue(
             matching_queues(rest.resolve(), parse_resources(None))
         if isinstance(gram_queue, tuple):
             raise InvalidRequirement("without [resources] in the site configuration, the queue must be one name")
-        return QueueChoice(None, gram_queue, "gram-queue" if gram_queue else "batch-default", requirements)
+        how = "gram-queue" if gram_queue else "batch-default"
+        return QueueChoice(None, gram_queue, how, requirements, shape=shape)
     tree = parse_resources(resources)
     key = digest({"v": KEY_VERSION, "tree": tree.fingerprint, "reqs": requirements.key})
     eligible: tuple[Queue, ...] | None = None
@@ -318,6 +330,12 @@ def choose_queue(
         eligible = matching_queues(requirements.resolve(), tree)
         if cache is not None:
             cache.put(key, [q.qualified_name for q in eligible])
+    shapes: dict[str, Shape] = {}
+    if shape is not None:
+        fits = fitting(shape, eligible, "meeting the requirements" if requirements else "")
+        eligible = tuple(q for q, _ in fits)
+        shapes = {q.qualified_name: s for q, s in fits}
     queue = preferred(eligible)
     how = "requirements" if requirements else "site-preference"
-    return QueueChoice(queue, queue.name, how, requirements, len(eligible), cached)
+    fitted = shapes.get(queue.qualified_name)
+    return QueueChoice(queue, queue.name, how, requirements, len(eligible), cached, fitted)

@@ -155,7 +155,8 @@ def memory_mb(text: str, name: str) -> int:
     ``T``, ``P`` with or without ``B`` or ``iB`` are powers of 1024.  Anything else (an unknown
     unit, a negative or empty value, more than jim's largest memory) is refused naming ``name``."""
     match = _MEMORY.match(text) if len(text) <= MAX_NUMBER_DIGITS else None
-    if match is None or (match.group(3).upper() == "I"):
+    suffix = match.group(3).upper() if match else ""
+    if match is None or suffix == "I" or (suffix == "IB" and not match.group(2)):
         raise InvalidAttribute(
             f"{name} must be a memory in MB or with a unit (KB, MB, GB, TB; MiB, GiB ...), got {shown(text)}",
             gram_error=GramError.INVALID_MAX_MEMORY,

@@ -191,10 +191,24 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
         f"batch system {safe(data.get('adapter'))}",
         f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}",
         f"  plan: {safe(plan.get('localJobs'))} local jobs, binding limit {safe(plan.get('binding'))}",
+        f"  each local job: {_shape(plan)}",
     ]
     if plan.get("explanation"):
         lines.append(f"        {safe(plan['explanation'])}")
     return lines
+
+
+def _shape(plan: dict[str, Any]) -> str:
+    """``8 cores, 4000 MB, 1 GPU, whole node``: the shape the plan recorded (one core when none)."""
+    cores = safe(plan.get("cores") or "1")
+    parts = [f"{cores} core{'' if cores == '1' else 's'}"]
+    if plan.get("memoryMB"):
+        parts.append(f"{safe(plan['memoryMB'])} MB")
+    if plan.get("gpus"):
+        parts.append(f"{safe(plan['gpus'])} GPU(s)")
+    if plan.get("wholeNode") == "true":
+        parts.append("whole node")
+    return ", ".join(parts)
 
 
 def _counts_and_progress(data: dict[str, Any], view: _View, now: float) -> list[str]:

@@ -290,3 +290,26 @@ def test_without_queues_widening_needs_the_sites_max_cores(tmp_path):
         plan_of(tmp_path, mc(10, 400000), resources=False)
     plan = plan_of(tmp_path, mc(10, 400000), resources=False, max_cores_per_job=2)
     assert plan.shape.cores == 2
+
+
+# --- through jim itself -------------------------------------------------------------------------
+
+
+def test_a_two_core_job_runs_with_its_cores_in_its_environment_and_status_shows_them(jim_env, tmp_path):
+    """On the fork backend: the local job sees ``JIM_CORES`` and ``OMP_NUM_THREADS``, the record's plan
+    has the shape, ``jim status`` shows it; a shape beyond this host is refused with 134, nothing recorded."""
+    out = tmp_path / "env.txt"
+    job = jim_env.submit(
+        f'&(executable=/bin/sh)(arguments=-c "echo $JIM_CORES $OMP_NUM_THREADS > {out}")(xcount=2)(maxmemory=100)'
+    )
+    assert jim_env.wait(job)["JOB_STATE"] == "DONE"
+    assert out.read_text().split() == ["2", "2"]
+    plan = jim_env.status(job)["plan"]
+    assert (plan["cores"], plan["memoryMB"], plan["shapeBy"]) == ("2", "100", "cores=xcount memoryMB=maxmemory")
+    text = jim_env.run("status", job).stdout
+    assert "each local job: 2 cores, 100 MB" in text
+    before = jim_env.job_ids()
+    refused = jim_env.protocol("submit", "--rsl", "&(executable=/bin/true)(cores=4096)")
+    assert (refused["ERROR"], refused["_rc"]) == ("134", "1")
+    assert refused["MESSAGE"].startswith("4096 cores per local job asked; this host has")
+    assert jim_env.job_ids() == before

@@ -1,4 +1,5 @@
-"""``generic``: N copies of the executable, N from ``count``."""
+"""``generic``: N copies of the executable, N from ``count`` (one job of ``count`` slots for
+``jobtype=single`` or ``mpi``: its cores, see :mod:`jim.jobdesc.shape`)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ class GenericHandler(Handler):
     name = "generic"
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
-        """See :mod:`jim.handlers.base`: N from ``count`` (1 for ``jobtype=single``)."""
+        """See :mod:`jim.handlers.base`: N from ``count`` (1 for ``jobtype=single`` or ``mpi``, whose
+        ``count`` is the slots of the one local job)."""
         count = desc.get_int("count", 1, minimum=1)
         binding = "count"
-        if (desc.get("jobtype") or "multiple").lower() == "single":
-            count, binding = 1, "jobtype-single"
+        jobtype = (desc.get("jobtype") or "multiple").strip().lower()
+        if jobtype in ("single", "mpi"):
+            count, binding = 1, f"jobtype-{jobtype}"
         cap, why = self.max_local_jobs(desc)
         check_count(count, cap, why)
         self.executable_argv(desc)  # fails early without an executable

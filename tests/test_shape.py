@@ -313,3 +313,11 @@ def test_a_two_core_job_runs_with_its_cores_in_its_environment_and_status_shows_
     assert (refused["ERROR"], refused["_rc"]) == ("134", "1")
     assert refused["MESSAGE"].startswith("4096 cores per local job asked; this host has")
     assert jim_env.job_ids() == before
+
+
+@pytest.mark.parametrize("jobtype", ["single", "mpi"])
+def test_grams_single_and_mpi_jobs_are_one_local_job_of_count_slots(tmp_path, jobtype):
+    plan = plan_of(tmp_path, f"(count=8)(jobtype={jobtype})")
+    assert (plan.n, plan.binding, plan.shape.cores) == (1, f"jobtype-{jobtype}", 8)
+    copies = plan_of(tmp_path, "(count=8)(jobtype=multiple)(xcount=2)")
+    assert (copies.n, copies.shape.cores) == (8, 2)

@@ -12,7 +12,7 @@ code.  ``[batch] flavour`` picks one; ``auto`` asks the installed commands
   nothing could tell which task is which local job), or for a group smaller
   than the flavour's smallest array, one ``qsub`` per local job, named with
   its own tag, ``submit_parallel`` at a time (about 80 ms of perl start-up per
-  job on the test cluster).
+  job on the test cluster).  Cores, memory, GPUs, whole node: :mod:`jim.adapters.shapes`.
 * **query** (``qstat -f``): all jobs in one command, kept for this user's jobs
   named like jim's tags.  Not ``qstat -f -u USER``: with ``-u`` the wrappers
   (and Torque) switch to a one-line format with the name cut to 20 characters.
@@ -51,6 +51,7 @@ from typing import Any
 from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, SubmitChunk
 from jim.adapters.options import AdapterOptions
+from jim.adapters.shapes import pbs_shape_args
 from jim.errors import ConfigError, QueryError, SubmitError
 from jim.jobid import parse_tag_name, tag_name
 from jim.paths import Home
@@ -512,8 +513,7 @@ class PbsAdapter(CommandAdapter):
             argv += ["-l", f"walltime={walltime(chunk.limits.wall_seconds)}"]
         if chunk.limits.cpu_seconds:
             argv += ["-l", f"cput={walltime(chunk.limits.cpu_seconds)}"]
-        if chunk.limits.memory_mb:
-            argv += ["-l", f"mem={chunk.limits.memory_mb}mb"]
+        argv += pbs_shape_args(chunk.limits, flavour=self.flavour.name)  # cores, memory, GPUs, whole node
         argv += [*self.options.qsub_options, script]
         return [argv[0], *map(shlex.quote, argv[1:])] if self.flavour.shell_quotes_argv else argv
 

@@ -20,7 +20,8 @@ local jobs fail with a reason that names the option a site admin can set.
   wrappers) take ``-l nodes=1:ppn=N:gpus=G`` with the job's ``-l mem``;
   Torque asks for a whole node with ``-n`` (node-exclusive), the wrappers
   cannot.  A job of one core, no GPU, on a shared node is asked for as
-  before the shape existed: only ``-l mem``.
+  before the shape existed: only ``-l mem``.  The wrappers' qsub keeps only
+  its last ``-l``: there every resource (wall time too) goes in one list.
 """
 
 from __future__ import annotations
@@ -82,21 +83,31 @@ def sge_shape_args(
     return argv
 
 
-def pbs_shape_args(limits: Limits, *, flavour: str) -> list[str]:
-    """qsub ``-l`` (and ``-n``) arguments of the shape and memory in ``limits`` for the PBS flavour
-    ``flavour`` (``pbspro``: a select statement; ``torque``, ``slurm``: nodes and ppn)."""
+def pbs_shape_args(limits: Limits, *, flavour: str) -> tuple[list[str], list[str]]:
+    """The ``-l`` resources and other qsub flags (``-n``) of the shape and memory in ``limits`` for
+    the PBS flavour ``flavour`` (``pbspro``: a select statement; ``torque``, ``slurm``: nodes and ppn)."""
     plain = limits.cores <= 1 and not limits.gpus and not limits.whole_node
-    mem = f"mem={limits.memory_mb}mb" if limits.memory_mb else ""
+    mem = [f"mem={limits.memory_mb}mb"] if limits.memory_mb else []
     if plain:
-        return ["-l", mem] if mem else []
+        return mem, []
     if flavour == "pbspro":
-        chunk = f"select=1:ncpus={limits.cores}" + (f":{mem}" if mem else "")
-        chunk += f":ngpus={limits.gpus}" if limits.gpus else ""
-        return ["-l", chunk, *(["-l", "place=excl"] if limits.whole_node else [])]
+        chunk = ":".join([f"select=1:ncpus={limits.cores}", *mem, *([f"ngpus={limits.gpus}"] if limits.gpus else [])])
+        return [chunk, *(["place=excl"] if limits.whole_node else [])], []
     if limits.whole_node and flavour != "torque":
         raise SubmitError(
             "Slurm's PBS wrappers cannot ask for a whole node (their qsub has no exclusive option): "
             "use the slurm adapter"
         )
     nodes = f"nodes=1:ppn={limits.cores}" + (f":gpus={limits.gpus}" if limits.gpus else "")
-    return ["-l", nodes, *(["-l", mem] if mem else []), *(["-n"] if limits.whole_node else [])]
+    return [nodes, *mem], ["-n"] if limits.whole_node else []
+
+
+def pbs_resource_args(job_wide: list[str], limits: Limits, *, flavour: str, one_list: bool) -> list[str]:
+    """qsub arguments of the job-wide resources ``job_wide`` (``walltime=...``) and of the shape in
+    ``limits``: one ``-l`` each, or all in one comma list when ``one_list`` (a qsub that keeps only
+    its last ``-l``, as Slurm's PBS wrappers)."""
+    shape, flags = pbs_shape_args(limits, flavour=flavour)
+    resources = [*job_wide, *shape]
+    if one_list:
+        return [*(["-l", ",".join(resources)] if resources else []), *flags]
+    return [*(arg for r in resources for arg in ("-l", r)), *flags]

@@ -136,13 +136,22 @@ def test_pbs_full_shape_is_golden(tmp_path, flavour):
 def test_pbs_flavours_spell_the_shape():
     """PBS Pro: one select chunk with the memory in it, place=excl; Torque and Slurm's wrappers:
     nodes=1:ppn=N with the job's mem; Torque's whole node is -n."""
-    assert pbs_shape_args(FULL, flavour="pbspro") == ["-l", "select=1:ncpus=8:mem=10000mb:ngpus=2", "-l", "place=excl"]
-    assert pbs_shape_args(Limits(cores=4), flavour="pbspro") == ["-l", "select=1:ncpus=4"]
-    assert pbs_shape_args(FULL, flavour="torque") == ["-l", "nodes=1:ppn=8:gpus=2", "-l", "mem=10000mb", "-n"]
-    assert pbs_shape_args(Limits(cores=4, gpus=1), flavour="slurm") == ["-l", "nodes=1:ppn=4:gpus=1"]
+    assert pbs_shape_args(FULL, flavour="pbspro") == (["select=1:ncpus=8:mem=10000mb:ngpus=2", "place=excl"], [])
+    assert pbs_shape_args(Limits(cores=4), flavour="pbspro") == (["select=1:ncpus=4"], [])
+    assert pbs_shape_args(FULL, flavour="torque") == (["nodes=1:ppn=8:gpus=2", "mem=10000mb"], ["-n"])
+    assert pbs_shape_args(Limits(cores=4, gpus=1), flavour="slurm") == (["nodes=1:ppn=4:gpus=1"], [])
     for flavour in FLAVOURS:  # one plain core: as before the shape existed
-        assert pbs_shape_args(Limits(memory_mb=2048), flavour=flavour) == ["-l", "mem=2048mb"]
-        assert pbs_shape_args(Limits(), flavour=flavour) == []
+        assert pbs_shape_args(Limits(memory_mb=2048), flavour=flavour) == (["mem=2048mb"], [])
+        assert pbs_shape_args(Limits(), flavour=flavour) == ([], [])
+
+
+def test_slurm_wrappers_get_every_resource_in_one_list(tmp_path):
+    """Their qsub keeps only its last -l: wall time, cores and memory go in one."""
+    limits = Limits(wall_seconds=7200, cpu_seconds=60, memory_mb=400, cores=4)
+    argv = pbs(tmp_path, "slurm").qsub_argv(chunk(limits), "n", "/x/s.sh", "/x/o.out")
+    assert opt(argv, "-l") == ["walltime=02:00:00,cput=00:01:00,nodes=1:ppn=4,mem=400mb"]
+    argv = pbs(tmp_path, "torque").qsub_argv(chunk(limits), "n", "/x/s.sh", "/x/o.out")
+    assert opt(argv, "-l") == ["walltime=02:00:00", "cput=00:01:00", "nodes=1:ppn=4", "mem=400mb"]
 
 
 def test_slurm_wrappers_cannot_ask_for_a_whole_node(tmp_path):

@@ -278,9 +278,7 @@ def test_free_slots_on_the_test_cell(sge, tmp_path, monkeypatch):
 def test_a_local_job_of_four_cores_gets_four_slots(gjim, sge):
     """cores=4 through the site's parallel environment (smp, $pe_slots): Grid Engine grants the job
     4 slots on one host, and its memory per slot is the whole job's over 4."""
-    gjim.config.write_text(
-        gjim.config.read_text() + 'parallel_environment = "smp"\nmemory_resources = ["h_vmem"]\n'
-    )
+    gjim.config.write_text(gjim.config.read_text() + 'parallel_environment = "smp"\nmemory_resources = ["h_vmem"]\n')
     job = gjim.submit("&(executable=/bin/sh)(arguments=-c 'echo cores=$JIM_CORES')(cores=4)(maxmemory=2000)(count=2)")
     out = gjim.wait(job, timeout=180)
     assert out["JOB_STATE"] == "DONE", gjim.run("status", job).stdout

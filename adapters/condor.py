@@ -404,6 +404,8 @@ class CondorAdapter(Adapter):
     #: jim's resource commands, each with the site commands (names normalised: ``+X`` is ``my.x``)
     #: that make it give way whole: the site's memory, its hold policy, its accounting group.
     RESOURCE_COMMANDS_YIELD = {
+        "request_cpus": {"request_cpus"},
+        "request_gpus": {"request_gpus"},
         "request_memory": {"request_memory"},
         "periodic_hold": {"periodic_hold"},
         "periodic_hold_reason": {"periodic_hold", "periodic_hold_reason"},
@@ -411,16 +413,25 @@ class CondorAdapter(Adapter):
     }
 
     def resource_commands(self, chunk: SubmitChunk) -> dict[str, str]:
-        """The submit commands of the grid job's GRAM resource attributes: ``request_memory`` (MB) from
+        """The submit commands of the local job's shape and the grid job's GRAM resource attributes:
+        ``request_cpus`` and ``request_gpus`` (above one core, with GPUs); ``request_memory`` (MB) from
         ``maxmemory``, else ``minmemory`` (the slot must hold what the job may use; the stock GRAM condor
-        module asks for ``minmemory``); a hold once the job has used its ``maxcputime`` (HTCondor has
+        module asks for ``minmemory``); a whole node as all of the partitionable slot it matches
+        (``request_cpus = TotalSlotCpus``, ``request_memory = TotalSlotMemory``: the slot's own totals,
+        evaluated against the machine when it is matched); a hold once the job has used its ``maxcputime`` (HTCondor has
         no CPU-time limit of its own; a hold, as for ``allowed_job_duration``); ``project`` as the
         ``accounting_group``.  Where the site's ``submit_commands`` say the same (see
         :attr:`RESOURCE_COMMANDS_YIELD`), the site's win and jim's are left out."""
         cmds: dict[str, str] = {}
+        if chunk.limits.cores > 1:
+            cmds["request_cpus"] = str(int(chunk.limits.cores))
+        if chunk.limits.gpus:
+            cmds["request_gpus"] = str(int(chunk.limits.gpus))
         memory = chunk.limits.memory_mb or chunk.limits.min_memory_mb
         if memory:
             cmds["request_memory"] = str(int(memory))
+        if chunk.limits.whole_node:
+            cmds.update(request_cpus="TotalSlotCpus", request_memory="TotalSlotMemory")
         if chunk.limits.cpu_seconds:
             cpu = int(chunk.limits.cpu_seconds)
             cmds["periodic_hold"] = f"RemoteUserCpu + RemoteSysCpu > {cpu}"

@@ -12,7 +12,8 @@ code.  ``[batch] flavour`` picks one; ``auto`` asks the installed commands
   nothing could tell which task is which local job), or for a group smaller
   than the flavour's smallest array, one ``qsub`` per local job, named with
   its own tag, ``submit_parallel`` at a time (about 80 ms of perl start-up per
-  job on the test cluster).
+  job on the test cluster).  Wall and CPU time, cores, memory, GPUs, whole node:
+  :mod:`jim.adapters.shapes`.
 * **query** (``qstat -f``): all jobs in one command, kept for this user's jobs
   named like jim's tags.  Not ``qstat -f -u USER``: with ``-u`` the wrappers
   (and Torque) switch to a one-line format with the name cut to 20 characters.
@@ -51,6 +52,7 @@ from typing import Any
 from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, SubmitChunk
 from jim.adapters.options import AdapterOptions
+from jim.adapters.shapes import pbs_resource_args
 from jim.errors import ConfigError, QueryError, SubmitError
 from jim.jobid import parse_tag_name, tag_name
 from jim.paths import Home
@@ -176,6 +178,8 @@ class Flavour:
     task_name_suffix: bool = False
     #: qsub hands its command line to a shell (Slurm's perl qsub builds one string): quote every argument
     shell_quotes_argv: bool = False
+    #: qsub keeps only its last ``-l`` (the wrappers' perl qsub): every resource goes in one comma list
+    one_l: bool = False
     #: negative exit statuses: name, why the job ended, whether it had started (see TORQUE_EXEC_CODES)
     exec_codes: Mapping[int, ExecCode] = field(default_factory=dict)
 
@@ -214,6 +218,7 @@ FLAVOURS: dict[str, Flavour] = {
         job_id_re=r"^(\d+)()$",
         qstat_args=("-f",),
         shell_quotes_argv=True,
+        one_l=True,
     ),
 }
 
@@ -508,12 +513,9 @@ class PbsAdapter(CommandAdapter):
         account = chunk.limits.project or self.options.account
         if account:
             argv += ["-A", account]
-        if chunk.limits.wall_seconds:
-            argv += ["-l", f"walltime={walltime(chunk.limits.wall_seconds)}"]
-        if chunk.limits.cpu_seconds:
-            argv += ["-l", f"cput={walltime(chunk.limits.cpu_seconds)}"]
-        if chunk.limits.memory_mb:
-            argv += ["-l", f"mem={chunk.limits.memory_mb}mb"]
+        wall, cpu = chunk.limits.wall_seconds, chunk.limits.cpu_seconds
+        job_wide = [*([f"walltime={walltime(wall)}"] if wall else []), *([f"cput={walltime(cpu)}"] if cpu else [])]
+        argv += pbs_resource_args(job_wide, chunk.limits, flavour=self.flavour.name, one_list=self.flavour.one_l)
         argv += [*self.options.qsub_options, script]
         return [argv[0], *map(shlex.quote, argv[1:])] if self.flavour.shell_quotes_argv else argv
 

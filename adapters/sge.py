@@ -5,7 +5,8 @@
   of the array job named ``jim.<grid id>.<offset>`` is local job
   ``offset + t - 1``.  ``-C ''`` (no ``#$`` directives are read from the
   script), ``-S /bin/sh``, ``-wd`` the grid job's directory, stdout and stderr
-  joined into ``batch/sge-$JOB_ID.$TASK_ID.out``, ``-r n``.
+  joined into ``batch/sge-$JOB_ID.$TASK_ID.out``, ``-r n``.  Each local job's
+  cores (``-pe``), memory per slot, GPUs and whole node: :mod:`jim.adapters.shapes`.
 * **query**: ``qstat -u <user> -xml -g d`` (one ``job_list`` element per
   array task), parsed with lxml, for everything the user has, once per
   ``cache_interval`` (the answer is shared by every jim process of the user).
@@ -53,7 +54,8 @@ from typing import Any
 from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, SubmitChunk
 from jim.adapters.options import AdapterOptions
-from jim.errors import QueryError, SubmitError
+from jim.adapters.shapes import check_name, sge_shape_args
+from jim.errors import ConfigError, QueryError, SubmitError
 from jim.jobid import NAME_PREFIX, TagName, parse_tag_name, tag_name
 from jim.ranges import array_spec, parse_array_spec
 from jim.safeio import atomic_write
@@ -191,6 +193,24 @@ class SgeOptions(AdapterOptions):
     cache_interval: float = 30.0
     rerun: bool = False
     """``-r y``: let Grid Engine rerun a job after a host crash (it may then run twice)."""
+    parallel_environment: str = ""
+    """The parallel environment of a local job of more than one core (``-pe <pe> N``; one with
+    ``allocation_rule $pe_slots``); "": such jobs are refused."""
+    memory_resources: tuple[str, ...] = ("h_data",)
+    """The resources a local job's memory is given as, per slot (``-l h_vmem=...``, ``mem_free``...)."""
+    gpu_resource: str = ""
+    """The complex that counts GPUs (``-l gpu=N``; consumable JOB); "": jobs with GPUs are refused."""
+    exclusive_resource: str = ""
+    """The exclusive complex of a whole node (``-l exclusive=true``); "": whole-node jobs are refused."""
+
+    def check(self) -> None:
+        super().check()
+        for key in ("parallel_environment", "gpu_resource", "exclusive_resource"):
+            check_name(key, getattr(self, key))
+        for name in self.memory_resources:
+            check_name("memory_resources", name)
+            if not name:
+                raise ConfigError("[batch] memory_resources: a resource name must not be empty")
 
 
 def task_ranges(tasks: Iterable[int]) -> list[str]:
@@ -470,9 +490,19 @@ class SgeAdapter(CommandAdapter):
             argv += ["-l", f"h_rt={max(1, chunk.limits.wall_seconds)}"]
         if chunk.limits.cpu_seconds:
             argv += ["-l", f"h_cpu={chunk.limits.cpu_seconds}"]
-        if chunk.limits.memory_mb:
-            argv += ["-l", f"h_data={chunk.limits.memory_mb}M"]  # (as the stock GRAM sge module)
+        argv += self.shape_args(chunk)
         return [*argv, *self.options.qsub_options, str(script)]
+
+    def shape_args(self, chunk: SubmitChunk) -> list[str]:
+        """``-pe``, the memory per slot (``h_data``: as the stock GRAM sge module), GPUs, whole node."""
+        o = self.options
+        return sge_shape_args(
+            chunk.limits,
+            pe=o.parallel_environment,
+            memory_resources=o.memory_resources,
+            gpu_resource=o.gpu_resource,
+            exclusive_resource=o.exclusive_resource,
+        )
 
     def parse_submit(self, stdout: str, group: list[int]) -> str | None:
         return parse_terse(stdout)

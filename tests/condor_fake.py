@@ -89,6 +89,19 @@ HERE = Path(__file__).resolve().parent
 #: JobStatus values (HTCondor's numbers)
 IDLE, RUNNING, REMOVED, COMPLETED, HELD, TRANSFERRING, SUSPENDED = 1, 2, 3, 4, 5, 6, 7
 UNIVERSES = {"vanilla": 5, "scheduler": 7, "local": 12}
+#: request_* submit commands -> the job attribute condor_submit makes of each (an expression)
+REQUESTS = {"request_cpus": "RequestCpus", "request_gpus": "RequestGPUs", "request_memory": "RequestMemory"}
+_MEMORY_UNIT = re.compile(r"^\s*(\d+)\s*([KMGT]?)B?\s*$", re.I)
+
+
+def request_expr(command: str, value: str) -> str:
+    """The job attribute's expression of a request_* command: condor_submit reads a memory with a unit
+    (``2GB``) as MB; anything else is a ClassAd expression (``TotalSlotCpus``), evaluated at match."""
+    m = _MEMORY_UNIT.match(value) if command == "request_memory" else None
+    if m:
+        scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2}[m.group(2).upper()]
+        return str(max(1, int(int(m.group(1)) * scale)))
+    return value
 
 
 def enable(env: dict[str, str], state_dir: Path | str) -> dict[str, str]:
@@ -482,6 +495,13 @@ class FakeSchedd:
                 except Exception:
                     raise _error(f"Parse error in expression: {key} = {value}") from None
                 ad[attr] = value
+            elif low in REQUESTS:
+                expr = request_expr(low, value)
+                try:
+                    classad2.ExprTree(expr)
+                except Exception:
+                    raise _error(f"Parse error in expression: {key} = {value}") from None
+                ad[REQUESTS[low]] = expr
             elif low == "requirements":
                 try:
                     classad2.ExprTree(value)

@@ -126,3 +126,20 @@ def test_flavour_auto_detects_the_slurm_wrappers(tmp_path, pbs):
     a = PbsAdapter(Home(tmp_path).ensure(), {"bin_dir": str(PBS_BIN)})
     assert a.flavour.name == "slurm"
     assert (tmp_path / "cache" / "pbs-flavour.json").exists()
+
+
+def test_a_local_job_of_four_cores_gets_four_cpus(pjim, pbs):
+    """cores=4 as -l nodes=1:ppn=4: the wrappers' qstat -f shows the job's 4 CPUs (from Slurm), and
+    its wall time (the same -l list: their qsub keeps only its last -l)."""
+    from jim.adapters.pbs import FLAVOURS, jim_records
+
+    job = pjim.submit("&(executable=/bin/sleep)(arguments=300)(cores=4)(maxmemory=400)(maxwalltime=30)")
+    deadline, rec = time.monotonic() + 90, None
+    while time.monotonic() < deadline and rec is None:
+        ids = {lj["batchId"] for lj in pjim.status(job)["localJobs"] if lj["state"] == "RUNNING"}
+        recs = [r for bid, _tag, r in jim_records(qstat_full(pbs), FLAVOURS["slurm"]) if bid in ids]
+        rec = recs[0] if recs else None
+        time.sleep(0.5)
+    assert rec is not None, qstat_full(pbs)[-2000:]
+    assert rec.get("Resource_List.ncpus") == "4" and rec.get("Resource_List.walltime") == "00:30:00", rec
+    assert pjim.protocol("cancel", "--job-id", job)["JOB_STATE"] == "FAILED"

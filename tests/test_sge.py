@@ -273,3 +273,27 @@ def test_free_slots_on_the_test_cell(sge, tmp_path, monkeypatch):
     free = SgeAdapter(Home(tmp_path).ensure(), {"queue": "all.q"}).free_slots()
     assert isinstance(free, int) and 0 <= free <= 32  # the cell's one queue has 32 slots
     assert SgeAdapter(Home(tmp_path).ensure(), {"queue": "nosuchqueue"}).free_slots() is None
+
+
+def test_a_local_job_of_four_cores_gets_four_slots(gjim, sge):
+    """cores=4 through the site's parallel environment (smp, $pe_slots): Grid Engine grants the job
+    4 slots on one host, and its memory per slot is the whole job's over 4."""
+    gjim.config.write_text(gjim.config.read_text() + 'parallel_environment = "smp"\nmemory_resources = ["h_vmem"]\n')
+    job = gjim.submit("&(executable=/bin/sh)(arguments=-c 'echo cores=$JIM_CORES')(cores=4)(maxmemory=2000)(count=2)")
+    out = gjim.wait(job, timeout=180)
+    assert out["JOB_STATE"] == "DONE", gjim.run("status", job).stdout
+    recs = qacct_records(sge, job, 2)
+    assert len(recs) == 2 and all(r["slots"] == "4" and r["granted_pe"] == "smp" for r in recs), recs
+    assert all(r["category"] == "-l h_vmem=500M -pe smp 4" for r in recs), recs  # 2000 MB over 4 slots
+    with tarfile.open(gjim.status(job)["outputTar"]) as t:
+        texts = [t.extractfile(m).read() for m in t.getmembers() if "stdout." in m.name]  # type: ignore[union-attr]
+    assert texts and all(b"cores=4" in x for x in texts)
+
+
+def test_cores_without_a_parallel_environment_are_refused(gjim):
+    """A site that names no parallel environment: the local jobs fail at submit, saying which option."""
+    job = gjim.submit("&(executable=/bin/true)(cores=2)")
+    out = gjim.wait(job, timeout=120)
+    assert out["JOB_STATE"] == "FAILED", out
+    reasons = [lj.get("reason") or "" for lj in gjim.status(job)["localJobs"]]
+    assert all("parallel_environment" in r for r in reasons), reasons

@@ -24,6 +24,7 @@ EPORT="${JIM_TEST_SGE_EXECD_PORT:-17445}"
 SLOTS="${JIM_TEST_SGE_SLOTS:-32}"
 CELL=jimtest                        # our cell; Debian's "default" cell is never used
 QUEUE=all.q                         # the one cluster queue
+PE=smp                              # its parallel environment: a job's slots on one host
 SGEBIN=/usr/lib/gridengine          # the packaged client and daemon binaries
 
 case "$STATE" in /*) ;; *) echo "JIM_TEST_SGE_STATE must be an absolute path" >&2; exit 2;; esac

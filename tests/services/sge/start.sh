@@ -171,6 +171,21 @@ QUEUE
   touch "$STATE/run/configured"
 fi
 
+# --------------------------------------------------------------- parallel environment
+# $PE (every start, so that a cell made before it existed gets it too): the
+# slots of a multi-core job, all on one host (allocation_rule $pe_slots), as
+# jim's [batch] parallel_environment expects; on the queue's pe_list.
+if ! qconf -sp "$PE" >/dev/null 2>&1; then
+  log "adding parallel environment $PE ($SLOTS slots, \$pe_slots)"
+  printf '%s\n' "pe_name $PE" "slots $SLOTS" "user_lists NONE" "xuser_lists NONE" \
+    "start_proc_args NONE" "stop_proc_args NONE" 'allocation_rule $pe_slots' "control_slaves FALSE" \
+    "job_is_first_task TRUE" "urgency_slots min" "accounting_summary FALSE" "qsort_args NONE" > "$STATE/tmpl/pe"
+  qconf -Ap "$STATE/tmpl/pe" >/dev/null 2>&1 || die "cannot add parallel environment $PE"
+fi
+if ! qconf -sq "$QUEUE" | awk '$1 == "pe_list"' | grep -qw "$PE"; then
+  qconf -aattr queue pe_list "$PE" "$QUEUE" >/dev/null 2>&1 || die "cannot add $PE to the pe_list of $QUEUE"
+fi
+
 # --------------------------------------------------------------- execd
 if ! execd_pid >/dev/null; then
   if port_answers "$EPORT"; then die "port $EPORT is taken by a process that is not our sge_execd"; fi

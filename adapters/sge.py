@@ -50,8 +50,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from jim.adapters import capacity
 from jim.adapters.base import CommandAdapter
-from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, SubmitChunk
 from jim.adapters.options import AdapterOptions
 from jim.errors import QueryError, SubmitError
 from jim.jobid import NAME_PREFIX, TagName, parse_tag_name, tag_name
@@ -555,3 +556,8 @@ class SgeAdapter(CommandAdapter):
             return parse_cluster_queues(self.run(argv, error=QueryError).stdout)
         except QueryError:
             return None
+
+    def ask_capacity(self) -> Capacity | None:
+        """Every host with its queue instances' slots (of the queue, if one is set), memory and ``gpu`` complex."""
+        queue = self.options.queue
+        return capacity.ask(self, ["qhost", "-q", "-F", "gpu"], lambda out: capacity.parse_qhost(out, queue))

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from jim import localfiles
 from jim.adapters import templates
 from jim.adapters.cache import AdapterCache, Statuses
-from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, QueryResult, SubmitChunk
 from jim.adapters.options import AdapterOptions, queue_name_problem
 from jim.errors import BatchError, CancelError, ConfigError, JimError, QueryError, SubmitError
 from jim.jobid import local_dir_name, parse_local_tag
@@ -183,6 +183,15 @@ class Adapter(abc.ABC):
 
     def free_slots(self) -> int | None:
         """How many more local jobs could start now (idle CPUs), for ``jim advertise``; None: unknown."""
+        return None
+
+    def capacity(self) -> Capacity | None:
+        """What the batch system has (cores, free cores, memory, GPUs): :meth:`ask_capacity`, shared a
+        minute by every jim process of the user (:meth:`AdapterCache.capacity`); None: unknown."""
+        return self.cache.capacity(self.ask_capacity, key=repr(self.options))
+
+    def ask_capacity(self) -> Capacity | None:
+        """One bulk query of what the batch system has (:mod:`jim.adapters.capacity`); None: it cannot say."""
         return None
 
     # -- the loop -----------------------------------------------------------------

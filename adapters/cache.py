@@ -19,7 +19,10 @@ An adapter owns one :class:`AdapterCache` (``adapter.cache``):
 * **the degraded flag** (``<name>.degraded``): set by a failed query, cleared
   by one that works; a degraded adapter gets no new submissions;
 * **site facts** (``<name>-<fact>.json``): what changes rarely (Slurm's
-  MaxArraySize, which PBS answers), computed at most once a day.
+  MaxArraySize, which PBS answers), computed at most once a day; and the
+  batch system's capacity (``<name>-capacity.json``: cores, free cores,
+  memory, GPUs), asked at most once per :data:`CAPACITY_MAX_AGE` (an
+  unanswered query too: a batch system that is down is asked once a minute).
 
 Cache files are written with :func:`jim.safeio.atomic_write` (no ``fsync``:
 losing one in a crash only means asking the batch system again).
@@ -35,7 +38,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jim.adapters.model import UNSTAMPED, BatchStatus, QueryResult
+from jim.adapters import capacity as capacities
+from jim.adapters.model import UNSTAMPED, BatchStatus, Capacity, QueryResult
 from jim.locks import SingleInstance
 from jim.paths import Home
 from jim.safeio import atomic_write, disk_key
@@ -44,6 +48,9 @@ log = logging.getLogger("jim.adapters")
 
 #: How long a site fact (see :meth:`AdapterCache.fact`) is trusted.
 FACT_MAX_AGE = 86400.0
+#: How long the batch system's capacity (see :meth:`AdapterCache.capacity`) is trusted: its free
+#: cores change by the minute, and ARC's information provider asks about once a minute.
+CAPACITY_MAX_AGE = 60.0
 
 Statuses = dict[str, BatchStatus]
 
@@ -242,13 +249,14 @@ class AdapterCache:
         return data if isinstance(data, dict) else None
 
     # -- site facts ------------------------------------------------------------------------------
-    def fact(self, name: str, compute: Callable[[], Any], *, key: str = "") -> Any:
-        """A fact about the site that changes rarely, computed at most once a day per jim home
-        (``<adapter>-<name>.json``); a different ``key`` (e.g. which command answers) recomputes it."""
+    def fact(self, name: str, compute: Callable[[], Any], *, key: str = "", max_age: float = FACT_MAX_AGE) -> Any:
+        """A fact about the site that changes rarely, computed at most once per ``max_age`` s (a day)
+        per jim home (``<adapter>-<name>.json``); a different ``key`` (e.g. which command answers)
+        recomputes it."""
         path = self.home.cache / f"{self.name}-{name}.json"
         try:
             data = json.loads(path.read_text())
-            if time.time() - data["at"] < FACT_MAX_AGE and data.get("key", "") == key:
+            if 0 <= time.time() - data["at"] < max_age and data.get("key", "") == key:
                 return data["value"]
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -258,3 +266,18 @@ class AdapterCache:
         except OSError:
             pass
         return value
+
+    def capacity(self, ask: Callable[[], Capacity | None], *, key: str = "") -> Capacity | None:
+        """The batch system's capacity: ``ask()`` (one bulk query) at most once per
+        :data:`CAPACITY_MAX_AGE` for every jim process of the user; None: it could not say."""
+        value = self.fact("capacity", lambda: capacities.to_json(ask()), key=key, max_age=CAPACITY_MAX_AGE)
+        return capacities.from_json(value)
+
+    def last_capacity(self) -> tuple[float, Capacity | None] | None:
+        """(when it was asked, the answer) of the capacity last cached, whatever its age; None when
+        none was (nothing is asked: for a reader that must not run batch commands, the web view)."""
+        try:
+            data = json.loads((self.home.cache / f"{self.name}-capacity.json").read_text())
+            return float(data["at"]), capacities.from_json(data["value"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None

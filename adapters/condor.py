@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
+from jim.adapters import capacity
 from jim.adapters.base import Adapter, batched
-from jim.adapters.model import BatchStatus, QueryResult, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, QueryResult, SubmitChunk
 from jim.adapters.options import AdapterOptions
 from jim.classads import classad_module, htcondor_module
 from jim.errors import BatchError, CancelError, ConfigError, QueryError, SubmitError
@@ -565,3 +566,14 @@ class CondorAdapter(Adapter):
             log.warning("cannot count HTCondor's free slots: %s", _one_line(e))
             return None
         return sum(_int(ad, "Cpus") or 0 for ad in ads)
+
+    def ask_capacity(self) -> Capacity | None:
+        """Every slot of the pool (one collector query): machines' totals, free: partitionable and idle slots."""
+        try:
+            ads = collector(self.options.pool or None).query(
+                htcondor_module().AdTypes.Startd, constraint="true", projection=capacity.CONDOR_PROJECTION
+            )
+            return capacity.from_slots({k: _value(ad, k) for k in capacity.CONDOR_PROJECTION} for ad in ads)
+        except Exception as e:  # the pool's health is not ours to report here
+            log.warning("HTCondor's capacity unknown: %s", _one_line(e))
+            return None

@@ -31,7 +31,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -375,4 +375,8 @@ class ForkAdapter(Adapter):
                     running += 1
             except (ps.Error, OSError):
                 continue
-        return max(0, (os.cpu_count() or 1) - running)
+        return max(0, host_capacity().cores - running)
+
+    def ask_capacity(self) -> Capacity | None:
+        """This host (:func:`host_capacity`), less the cores its running local jobs hold (one each)."""
+        return replace(host_capacity(), free_cores=self.free_slots())

@@ -49,8 +49,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from jim.adapters import capacity
 from jim.adapters.base import CommandAdapter
-from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, SubmitChunk
 from jim.adapters.options import AdapterOptions
 from jim.adapters.shapes import pbs_resource_args
 from jim.errors import ConfigError, QueryError, SubmitError
@@ -595,3 +596,7 @@ class PbsAdapter(CommandAdapter):
         if bid is None or ("_" in bid and not self.flavour.array_option):
             return None  # none, or a Slurm array task id: not something qsub made
         return short_id(bid)
+
+    def ask_capacity(self) -> Capacity | None:
+        """Every node of ``pbsnodes -a`` (Torque's, PBS Pro's and Slurm's wrapper's forms)."""
+        return capacity.ask(self, [self.cmd("pbsnodes"), "-a"], capacity.parse_pbsnodes)

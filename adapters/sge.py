@@ -51,8 +51,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from jim.adapters import capacity
 from jim.adapters.base import CommandAdapter
-from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, SubmitChunk
 from jim.adapters.options import AdapterOptions
 from jim.adapters.shapes import check_name, sge_shape_args
 from jim.errors import ConfigError, QueryError, SubmitError
@@ -585,3 +586,8 @@ class SgeAdapter(CommandAdapter):
             return parse_cluster_queues(self.run(argv, error=QueryError).stdout)
         except QueryError:
             return None
+
+    def ask_capacity(self) -> Capacity | None:
+        """Every host with its queue instances' slots (of the queue, if one is set), memory and ``gpu`` complex."""
+        queue = self.options.queue
+        return capacity.ask(self, ["qhost", "-q", "-F", "gpu"], lambda out: capacity.parse_qhost(out, queue))

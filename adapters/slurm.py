@@ -28,8 +28,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from jim.adapters import capacity
 from jim.adapters.base import CommandAdapter
-from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, SubmitChunk
 from jim.adapters.options import AdapterOptions
 from jim.errors import QueryError
 from jim.jobid import parse_tag_name, tag_name
@@ -406,3 +407,9 @@ class SlurmAdapter(CommandAdapter):
             return sum(int(line.split("/")[1]) for line in lines) if lines else None
         except (QueryError, IndexError, ValueError):
             return None
+
+    def ask_capacity(self) -> Capacity | None:
+        """Every node of the partition (or the cluster) once: CPUs allocated/idle/other/total, memory, GRES."""
+        partition = self.options.partition
+        argv = ["sinfo", "-h", "-N", "-o", "%N|%C|%m|%G", *(["-p", partition] if partition else [])]
+        return capacity.ask(self, argv, capacity.parse_sinfo)

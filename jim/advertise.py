@@ -11,6 +11,10 @@ against.  It carries:
 ``JimJobTypes``                   the job types this site runs (broken plug-ins left out)
 ``JimBatchSystem``                ``[batch] adapter``
 ``JimFreeSlots``                  the adapter's :meth:`free_slots` (``undefined`` when unknown)
+``JimTotalCores``, ``JimFreeCores``  the batch system's capacity (:meth:`Adapter.capacity`): its
+``JimCoresPerNode``               cores in all, free now, on its largest node, the memory of that
+``JimMemoryPerNodeMB``            node (MB), its GPUs in all and on one node; an attribute the
+``JimGPUs``, ``JimGPUsPerNode``   batch system cannot say is absent (never a guess)
 ``JimMaxLocalJobs`` ...           the ``[site]`` limits: ``JimRecommendedCPUPerJob``,
                                   ``JimMaxCPUPerJob``, ``JimDefaultEventsPerJob``
 ``JimCEs``, ``JimQueues``         the computing elements and queues of ``[resources]``
@@ -34,11 +38,13 @@ import logging
 import math
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jim import __version__
 from jim.adapters.condor import collector as collector_for
+from jim.adapters.model import Capacity
 from jim.classads import classad_module
 from jim.config import Config
 from jim.errors import JimError
@@ -46,7 +52,11 @@ from jim.handlers import discover
 from jim.requirements import parse_resources
 from jim.site import Site
 
+if TYPE_CHECKING:
+    from jim.adapters.base import Adapter
+
 log = logging.getLogger("jim.advertise")
+T = TypeVar("T")
 
 COMMAND = "UPDATE_AD_GENERIC"
 
@@ -55,13 +65,19 @@ class AdvertiseError(JimError):
     """The ad could not be sent."""
 
 
-def site_attributes(config: Config, *, free_slots: int | None | bool = True) -> dict[str, Any]:
+def site_attributes(
+    config: Config, *, free_slots: int | None | bool = True, capacity: Capacity | None | bool = True
+) -> dict[str, Any]:
     """The ad's attributes as Python values (None: undefined), in a stable order.
 
-    ``free_slots=True`` asks the configured adapter; an int or None is used as given.
+    ``free_slots=True`` and ``capacity=True`` ask the configured adapter; other values are used as given.
     """
-    if free_slots is True:
-        free_slots = _free_slots(config)
+    if free_slots is True or capacity is True:
+        adapter = _adapter(config)
+        if free_slots is True:
+            free_slots = _ask(adapter.free_slots if adapter else None, "free slots")
+        if capacity is True:
+            capacity = _ask(adapter.capacity if adapter else None, "capacity")
     name = config.advertise.name or config.site.name
     tree = parse_resources(config.resources)
     ces = list(dict.fromkeys(q.ce for q in tree))
@@ -86,14 +102,40 @@ def site_attributes(config: Config, *, free_slots: int | None | bool = True) -> 
     }
     if config.advertise.contact:
         attrs["JimContact"] = config.advertise.contact
+    if isinstance(capacity, Capacity):
+        attrs.update(capacity_attributes(capacity))
     return attrs
 
 
-def _free_slots(config: Config) -> int | None:
+def capacity_attributes(capacity: Capacity) -> dict[str, int]:
+    """The ad's attributes of the batch system's capacity: those it says, none it does not."""
+    attrs: dict[str, int | None] = {
+        "JimTotalCores": capacity.cores,
+        "JimFreeCores": capacity.free_cores,
+        "JimCoresPerNode": capacity.node_cores,
+        "JimMemoryPerNodeMB": capacity.memory_mb,
+        "JimGPUs": capacity.gpus,
+        "JimGPUsPerNode": capacity.node_gpus,
+    }
+    return {k: v for k, v in attrs.items() if v is not None}  # (a ClassAd attribute absent: unknown)
+
+
+def _adapter(config: Config) -> Adapter | None:
     try:
-        return Site(config).adapter.free_slots()
-    except Exception as e:  # an unreachable batch system: the ad says "unknown", not nothing
-        log.warning("free slots unknown: %s", e)
+        return Site(config).adapter
+    except Exception as e:  # a batch system jim cannot set up: the ad says "unknown", not nothing
+        log.warning("batch system unknown: %s", e)
+        return None
+
+
+def _ask(question: Callable[[], T] | None, what: str) -> T | None:
+    """The adapter's answer; None when it cannot give one (an unreachable batch system: "unknown")."""
+    if question is None:
+        return None
+    try:
+        return question()
+    except Exception as e:
+        log.warning("%s unknown: %s", what, e)
         return None
 
 

@@ -175,7 +175,7 @@ def test_condor_free_slots_in_the_ad(ajim):
 
 def test_fork_free_slots_count_running_local_jobs(jim_env, monkeypatch):
 
-    monkeypatch.setattr(os, "cpu_count", lambda: 1000)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(1000)))  # (the cores jim may use)
     adapter = ForkAdapter(Home(jim_env.home).ensure(), {})
     before = adapter.free_slots()
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=60)(count=3)")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from jim.adapters.fork import host_capacity
+from jim.adapters.model import Capacity
 from jim.arc import grami
 from jim.arc.diag import accounting, diag_text
 from jim.arc.install import MARKER
@@ -546,6 +548,10 @@ def test_info_maps_jims_states_and_jimmod_feeds_lrmsinfo(jim_env, tmp_path):
     info = json.loads(proc.stdout)
     assert info["jobs"] == {done: "EXECUTED", running: "R"}
     assert info["running"] == 1 and info["lrms_type"] == "jim" and "montecarlo" in info["jobtypes"]
+    host = host_capacity()  # (jim on fork: the batch system is this host)
+    assert (info["totalcpus"], info["nodecpus"], info["nodememory"]) == (host.cores, host.cores, host.memory_mb)
+    assert info["freecpus"] <= host.cores - 1 and info["usedcpus"] == host.cores - info["freecpus"]
+    assert info["cpudistribution"] == f"{host.cores}cpu:1" and info["gpus"] == host.gpus
 
     if not (shutil.which("perl") and Path("/usr/share/arc/LRMSInfo.pm").exists()):
         pytest.skip("no ARC information provider modules here (nordugrid-arc-arex)")
@@ -567,5 +573,21 @@ def test_info_maps_jims_states_and_jimmod_feeds_lrmsinfo(jim_env, tmp_path):
     collected = json.loads(proc.stdout)
     assert collected["jobs"][running]["status"] == "R" and collected["jobs"][done]["status"] == "EXECUTED"
     assert collected["cluster"]["lrms_type"] == "jim" and collected["cluster"]["runningjobs"] == 1
+    assert collected["cluster"]["totalcpus"] == host.cores and collected["queues"]["jim"]["totalcpus"] == host.cores
+    assert collected["cluster"]["cpudistribution"] == f"{host.cores}cpu:1"
+    assert collected["cluster"]["usedcpus"] >= 1
     assert collected["queues"]["jim"]["users"]["root"]["queuelength"] == 0
     assert "WARNING" not in proc.stderr and "ERROR" not in proc.stderr, proc.stderr
+
+
+def test_info_figures_are_the_batch_systems_capacity_and_unknown_stays_unknown():
+    from jim.arc.info import capacity_figures
+
+    figures = capacity_figures(Capacity(cores=96, node_cores=32, free_cores=40, memory_mb=192000, gpus=8, node_gpus=4))
+    assert figures == {
+        "totalcpus": 96, "usedcpus": 56, "freecpus": 40, "nodecpus": 32, "nodememory": 192000,
+        "gpus": 8, "nodegpus": 4, "cpudistribution": "32cpu:3",
+    }  # fmt: skip
+    uneven = capacity_figures(Capacity(cores=40, node_cores=32, free_cores=None))
+    assert uneven["cpudistribution"] is None and uneven["usedcpus"] is None and uneven["freecpus"] is None
+    assert set(capacity_figures(None).values()) == {None}  # never this host's CPUs in place of the batch system's

@@ -25,6 +25,8 @@ from lxml import etree
 
 import jim
 from jim import web
+from jim.adapters.fork import ForkAdapter
+from jim.adapters.model import Capacity
 from jim.db import Database, validate
 from jim.errors import JimError
 from jim.jobid import new_job_id
@@ -884,3 +886,22 @@ def test_serve_refuses_mixed_modes(jim_env, tmp_path):
     assert done.returncode == 1 and "not with --socket" in done.stderr
     done = jim_env.run("serve", "--proxy-secret-file", str(tmp_path / "s"), timeout=20)
     assert done.returncode == 1 and "--site" in done.stderr
+
+
+# ---------------------------------------------------------------------------
+# the batch system's capacity, as jim last learned it
+# ---------------------------------------------------------------------------
+
+
+def test_index_shows_the_batch_systems_capacity_without_asking_it(db, client, home, monkeypatch):
+    assert 'id="capacity"' not in client.ok("/")  # never asked in this home: nothing said
+    adapter = ForkAdapter(home, {})
+    monkeypatch.setattr(adapter, "ask_capacity", lambda: Capacity(96, 32, 40, 192000, 8, 4))
+    adapter.capacity()  # (what jim advertise or the ARC information provider does)
+    monkeypatch.setattr(ForkAdapter, "ask_capacity", lambda self: pytest.fail("the web view asked the batch system"))
+    page = client.ok("/")
+    assert text_of(page, "capacity").startswith(
+        "fork: 96 cores, 40 free; nodes of up to 32 cores and 192000 MB; 8 GPUs (4 per node) (asked"
+    )
+    (home.cache / "fork-capacity.json").write_text(json.dumps({"at": time.time(), "key": "", "value": None}))
+    assert "its capacity is unknown" in text_of(client.ok("/"), "capacity")

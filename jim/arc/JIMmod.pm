@@ -8,6 +8,8 @@ package JIMmod;
 # which answers one JSON object (cluster and queue figures from jim's batch
 # adapter, and the status of every job A-REX has in the LRMS: Q, R, S,
 # EXECUTED). The logic lives in jim; this module only reshapes the answer.
+# The CPU figures are the batch system's (its capacity); a figure jim cannot
+# say is null, published as 0 (totalcpus, usedcpus) or left out.
 
 require Exporter;
 our @ISA = qw(Exporter);
@@ -60,21 +62,23 @@ sub get_lrms_info(\%) {
     my $options = shift;
     my $info = jim_info($options->{controldir});
     my $lrms_info = { cluster => {}, queues => {}, jobs => {}, nodes => {} };
-    my $total = $info->{totalcpus} || 1;
+    my $total = $info->{totalcpus} || 0;
     my $running = $info->{running} || 0;
     my $queued = $info->{queued} || 0;
-    my $free = defined $info->{free_slots} ? $info->{free_slots} : $total - $running;
+    my $free = defined $info->{freecpus} ? $info->{freecpus}
+             : defined $info->{free_slots} ? $info->{free_slots} : 0;
     $free = 0 if $free < 0;
+    my $used = defined $info->{usedcpus} ? $info->{usedcpus} : ($running < $total ? $running : $total);
 
     my $c = $lrms_info->{cluster};
     $c->{lrms_type} = 'jim';
     $c->{lrms_version} = $info->{lrms_version} || 'unknown';
     $c->{totalcpus} = $total;
-    $c->{usedcpus} = $running < $total ? $running : $total;
+    $c->{usedcpus} = $used;
     $c->{queuedcpus} = $queued;
     $c->{runningjobs} = $running;
     $c->{queuedjobs} = $queued;
-    $c->{cpudistribution} = "${total}cpu:1";
+    $c->{cpudistribution} = $info->{cpudistribution} || '';
 
     my $states = $info->{jobs} || {};
     for my $id (@{ $options->{jobs} || [] }) {

@@ -6,10 +6,14 @@ loads ``JIMmod.pm`` for ``lrms=jim``, which runs
 its answer for ``LRMSInfo.pm``.  The answer (:func:`info`) is one JSON
 object:
 
-* ``lrms_type`` (``jim``), ``lrms_version`` (jim's), ``totalcpus`` (this
-  host's), ``free_slots`` (jim's batch adapter; None when it cannot say),
-  ``adapter``, ``queues`` (the queues of jim's ``[resources]``),
-  ``jobtypes`` (the job types installed);
+* ``lrms_type`` (``jim``), ``lrms_version`` (jim's), ``free_slots`` (jim's
+  batch adapter; None when it cannot say), ``adapter``, ``queues`` (the
+  queues of jim's ``[resources]``), ``jobtypes`` (the job types installed);
+* the batch system's capacity (:meth:`jim.adapters.base.Adapter.capacity`,
+  never this host's unless the batch system is fork): ``totalcpus``,
+  ``usedcpus``, ``freecpus``, ``nodecpus`` (its largest node),
+  ``nodememory`` (MB), ``gpus``, ``nodegpus``, ``cpudistribution``; each
+  None when the batch system cannot say;
 * ``jobs``: every job of the control directory in the LRMS, jim id -> its
   status (:data:`ARC_STATUS`: Q, R, S, EXECUTED; ``O`` when jim gave no
   answer), from ONE ``jim poll --json`` per owner, as that owner
@@ -27,6 +31,7 @@ import tempfile
 
 from jim import __version__
 from jim.adapters import get_adapter
+from jim.adapters.model import Capacity
 from jim.arc.options import Options, log
 from jim.arc.owners import IN_LRMS, bulk_poll, by_owner, jobs_in_lrms
 from jim.config import load
@@ -78,6 +83,7 @@ def job_statuses(opts: Options, controldir: str) -> dict[str, str]:
 def site_figures(opts: Options) -> dict[str, object]:
     """jim's version, job types, queues and the adapter's free slots (None: unknown)."""
     figures: dict[str, object] = {"version": __version__, "free_slots": None, "queues": [], "adapter": None}
+    figures.update(capacity_figures(None))
     figures["jobtypes"] = sorted(n for n, e in discover().items() if isinstance(e, type))
     env = dict(os.environ)
     if opts.jim_config:
@@ -89,8 +95,31 @@ def site_figures(opts: Options) -> dict[str, object]:
             tree = parse_resources(config.resources)
             figures["queues"] = [tree.label(q) for q in tree]
         with tempfile.TemporaryDirectory(prefix="jim-arc-info.") as scratch:
-            figures["free_slots"] = get_adapter(config, Home(scratch)).free_slots()
+            adapter = get_adapter(config, Home(scratch))
+            figures.update(capacity_figures(adapter.capacity()))
+            figures["free_slots"] = adapter.free_slots()
     except Exception as e:  # (an unreachable batch system: the figures say "unknown")
         log(f"site figures: {type(e).__name__}: {e}")
-    figures["totalcpus"] = os.cpu_count() or 1
     return figures
+
+
+def capacity_figures(capacity: Capacity | None) -> dict[str, object]:
+    """The cluster's figures of ARC's LRMS info from the batch system's capacity (None: unknown).
+
+    ``cpudistribution`` (ARC's ``<cores>cpu:<nodes>``) is said only when every core is on nodes
+    as large as the largest (``cores`` a multiple of ``node_cores``); else it stays unknown."""
+    if capacity is None:
+        keys = ("totalcpus", "usedcpus", "freecpus", "nodecpus", "nodememory", "gpus", "nodegpus", "cpudistribution")
+        return dict.fromkeys(keys)
+    free, node = capacity.free_cores, capacity.node_cores
+    even = node is not None and node > 0 and capacity.cores % node == 0
+    return {
+        "totalcpus": capacity.cores,
+        "usedcpus": None if free is None else max(0, capacity.cores - free),
+        "freecpus": free,
+        "nodecpus": node,
+        "nodememory": capacity.memory_mb,
+        "gpus": capacity.gpus,
+        "nodegpus": capacity.node_gpus,
+        "cpudistribution": f"{node}cpu:{capacity.cores // node}" if even and node else None,
+    }

@@ -223,7 +223,18 @@ def index(req: Request) -> Answer:
         filters=filters,
         refresh=REFRESH_INDEX_S if active else None,
         home=str(req.view.home.root),
+        site=_site(req, now=time.time()),
     )
+
+
+def _site(req: Request, now: float) -> dict[str, object] | None:
+    """The batch system's capacity for the index page (last known; see :meth:`View.capacity`), dated."""
+    known = req.view.capacity()
+    if known is None:
+        return None
+    at = known["at"]
+    age = duration(max(0.0, now - at)) if isinstance(at, float) else ""
+    return {**known, "age": age}
 
 
 def api_list(req: Request) -> Answer:

@@ -25,6 +25,7 @@ from importlib import resources
 import jinja2
 
 from jim import __version__
+from jim.adapters.cache import AdapterCache
 from jim.db import Database
 from jim.paths import Home
 from jim.statustext import duration
@@ -75,6 +76,22 @@ class View:
         self.db = Database(home, lock_timeout)
         self.index_cache = IndexCache(self.db)
         self.user = user
+
+    def capacity(self) -> dict[str, object] | None:
+        """What the batch system had when a jim command of this home last asked it (``jim advertise``,
+        the ARC information provider...: ``cache/<adapter>-capacity.json``, the newest): the adapter,
+        when, and the figures (None: it could not say).  Never asks the batch system: a page must
+        not wait on it."""
+        try:
+            found = sorted(self.home.cache.glob("*-capacity.json"), key=lambda p: p.stat().st_mtime)
+        except OSError:
+            return None
+        for path in reversed(found):
+            adapter = path.name[: -len("-capacity.json")]
+            last = AdapterCache(self.home, adapter).last_capacity()
+            if last is not None:
+                return {"adapter": adapter, "at": last[0], "capacity": last[1]}
+        return None
 
 
 def _ts(value: str | None) -> str:

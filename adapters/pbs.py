@@ -11,9 +11,8 @@ code.  ``[batch] flavour`` picks one; ``auto`` asks the installed commands
   tasks under raw job ids, all with the same name and no task index, so
   nothing could tell which task is which local job), or for a group smaller
   than the flavour's smallest array, one ``qsub`` per local job, named with
-  its own tag, ``submit_parallel`` at a time (about 80 ms of perl start-up per
-  job on the test cluster).  Wall and CPU time, cores, memory, GPUs, whole node:
-  :mod:`jim.adapters.shapes`.
+  its own tag, ``submit_parallel`` at a time (~80 ms of perl start-up per job on
+  the test cluster).  Times, cores, memory, GPUs, whole node: :mod:`jim.adapters.shapes`.
 * **query** (``qstat -f``): all jobs in one command, kept for this user's jobs
   named like jim's tags.  Not ``qstat -f -u USER``: with ``-u`` the wrappers
   (and Torque) switch to a one-line format with the name cut to 20 characters.
@@ -24,9 +23,8 @@ code.  ``[batch] flavour`` picks one; ``auto`` asks the installed commands
   not: such a job is reported *absent*, so that the wrapper's exit-code file
   decides (else LOST after the grace period): a finished job is never taken
   as done on the batch system's word alone.  A negative exit status is the server's or
-  MOM's, not the job's: per flavour (:data:`TORQUE_EXEC_CODES`, :data:`PBSPRO_EXEC_CODES`)
-  it says whether the job had started and why it ended (a launch or node failure, its own
-  memory or wall-time limit).
+  MOM's: per flavour (:data:`TORQUE_EXEC_CODES`, :data:`PBSPRO_EXEC_CODES`) it says whether
+  the job had started and why it ended (launch or node failure, memory or wall-time limit).
 * **accounting** (``qstat -x -f``): PBS Pro only (it shows finished jobs).
 * **cancel** (``qdel``): ids of jobs that already ended are not an error.
 * **find by tag** (``qstat -f``): by job name, finished jobs too.

@@ -27,6 +27,7 @@ import pytest
 from support import arc as arc_ce
 from support.env import require_service
 from support.services import cluster_lock, slurm_env
+from support.users import VENV
 
 pytestmark = [pytest.mark.arc, pytest.mark.slow]
 
@@ -182,6 +183,82 @@ def test_info_provider_shows_queuing_then_running(slurm_jobs):
     seen = watch.states(job)
     assert "Queuing" in seen and "Running" in seen, seen
     assert seen.index("Queuing") < seen.index("Running") < seen.index("Finished"), seen
+
+
+# -- the shape: ARC's slots are one job's cores ---------------------------------------------------
+
+CORES_SCRIPT = """#!/bin/sh
+echo "cores=$JIM_CORES index=$JIM_INDEX {marker}"
+"""
+
+CORES_ADL = """<?xml version="1.0" encoding="UTF-8"?>
+<ActivityDescription xmlns="http://www.eu-emi.eu/es/2010/12/adl">
+  <ActivityIdentification><Name>arc-adl-slots</Name></ActivityIdentification>
+  <Application>
+    <Executable><Path>cores.sh</Path></Executable>
+    <Output>out.txt</Output>
+    <Error>err.txt</Error>
+  </Application>
+  <Resources>
+    <SlotRequirement><NumberOfSlots>8</NumberOfSlots><SlotsPerHost>8</SlotsPerHost></SlotRequirement>
+  </Resources>
+  <DataStaging>
+    <InputFile><Name>cores.sh</Name><Source><URI>file://{dir}/cores.sh</URI></Source><IsExecutable>true</IsExecutable></InputFile>
+    <OutputFile><Name>out.txt</Name></OutputFile>
+    <OutputFile><Name>err.txt</Name></OutputFile>
+  </DataStaging>
+</ActivityDescription>
+"""
+
+
+@pytest.fixture(scope="module")
+def slot_jobs(arc):
+    """ARC jobs of 8 slots on the test Slurm (its node declares 32 CPUs: 8 cores fit; the fork
+    backend's host has fewer), in xRSL and in ADL.  The CE publishes this host's CPUs as its
+    slots, so arcsub's matchmaking is bypassed (``-b Null``)."""
+    env = slurm_env()
+    require_service(env is not None, "the test Slurm cluster (tests/services/slurm/start.sh)")
+    with cluster_lock():
+        ce = arc_ce.start("jim-slurm")
+        jobs = {
+            "xrsl": ce.submit(
+                "arc-slots",
+                '&(executable="cores.sh")(inputfiles=("cores.sh" "{dir}/cores.sh"))(jobname="arc-slots")'
+                '(stdout="out.txt")(stderr="err.txt")(count=8)(memory=100)(walltime="30 minutes")',
+                {"cores.sh": CORES_SCRIPT},
+                broker="Null",
+            ),
+            "adl": ce.submit("arc-adl-slots", CORES_ADL, {"cores.sh": CORES_SCRIPT}, broker="Null"),
+        }
+        try:
+            yield ce, jobs
+        finally:
+            ce.clean(*jobs.values())
+            arc_ce.start("jim-fork")
+
+
+def _jim_plan(ce: arc_ce.ArcCE, job: arc_ce.ArcJob) -> dict[str, str]:
+    """jim's plan attributes of an ARC job, asked of jim as the mapped account."""
+    jim_id = ce.jim_id(job)
+    assert jim_id, ce.diagnostics(job)
+    home = ce.mapped.home / ".jim-arc-slurm"
+    p = ce.mapped.run([str(VENV / "bin" / "jim"), "status", jim_id, "--json"], env={"JIM_HOME": str(home)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads(p.stdout)["plan"]
+
+
+@pytest.mark.parametrize("form", ["xrsl", "adl"])
+def test_arc_count_8_is_one_local_job_of_8_cores(slot_jobs, form):
+    ce, jobs = slot_jobs
+    job = jobs[form]
+    fields = ce.wait(job, "Finished", timeout=300)
+    assert fields.get("Exit Code") == "0", fields
+    out = (ce.get(job) / "out.txt").read_text()
+    assert out.splitlines() == [f"cores=8 index=0 {job.marker}"], out
+    plan = _jim_plan(ce, job)
+    assert plan["cores"] == "8" and plan["shapeBy"].startswith("cores=cores"), plan
+    if form == "xrsl":  # (memory: MB per slot, 8 slots)
+        assert plan["memoryMB"] == "800", plan
 
 
 def test_service_listens_on_loopback_only(arc):

@@ -417,3 +417,59 @@ def test_poll_and_push_modes_leave_the_same_record(site):
     lines = "".join(p.read_text() for p in site.seg_dir.glob("[0-9]" * 8))
     assert re.search(rf"^001;\d+;{re.escape(push_id)};8;0$", lines, re.M), lines[-500:]
     assert poll_id not in lines
+
+
+# ---------------------------------------------------------------- (f) the shape of each local job
+
+CORES_ARGS = ["-c", 'echo "cores=$JIM_CORES index=$JIM_INDEX"']
+
+
+def _host_cores() -> int:
+    """The cores of this host, which is the fork backend's batch system (jim's fork adapter reads them so)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _cores_job(site: Site, rsl: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run ``rsl`` (its executable prints ``$JIM_CORES``) through globus-job-run; the output and jim's status."""
+    _jim_ready(site)
+    proc = site.client("globus-job-run", site.poll, "-x", rsl, "/bin/sh", *CORES_ARGS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, site.wait_jim(site.last_jim_id(site.poll))
+
+
+def test_xcount_gives_local_jobs_of_that_many_cores(site):
+    """GRAM's xcount is the cores of each local job; count stays the copies (jobtype multiple)."""
+    cores = min(4, _host_cores())
+    proc, st = _cores_job(site, f"(xcount={cores})(count=2)")
+    assert sorted(proc.stdout.split("\n")[:2]) == [f"cores={cores} index=0", f"cores={cores} index=1"], proc.stdout
+    assert st["plan"]["cores"] == str(cores) and st["plan"]["shapeBy"] == "cores=xcount", st["plan"]
+    assert st["counts"] == {"DONE": 2}, st["counts"]
+
+
+def test_single_job_count_is_the_cores_of_one_local_job(site):
+    """The gatekeeper passes jobtype=single and count to jim unchanged: one local job of count cores."""
+    cores = min(4, _host_cores())
+    proc, st = _cores_job(site, f"(jobtype=single)(count={cores})")
+    assert proc.stdout.splitlines() == [f"cores={cores} index=0"], proc.stdout
+    assert st["plan"]["cores"] == str(cores) and st["plan"]["shapeBy"] == "cores=count (jobtype=single)"
+    assert st["counts"] == {"DONE": 1}, st["counts"]
+
+
+def test_single_job_of_8_cores_is_planned_against_this_host(site):
+    """(jobtype=single)(count=8) reaches jim as 8 cores of one local job; the fork backend's host
+    must have them (else 134 naming both), as a batch system's node must."""
+    _jim_ready(site)
+    proc = site.client("globus-job-run", site.poll, "-x", "(jobtype=single)(count=8)", "/bin/sh", *CORES_ARGS)
+    if _host_cores() >= 8:
+        assert proc.returncode == 0 and proc.stdout.splitlines() == ["cores=8 index=0"], proc.stdout + proc.stderr
+        return
+    assert "(error code 134)" in proc.stderr, proc.stdout + proc.stderr
+    assert f"8 cores per local job asked; this host has {_host_cores()}" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["poll", "push"])
+def test_hostcount_2_is_refused_with_invalid_host_count(site, mode):
+    _jim_ready(site)
+    service = site.poll if mode == "poll" else site.push
+    proc = site.client("globusrun", "-b", "-r", service, "&(executable=/bin/true)(hostcount=2)")
+    assert "error code 35)" in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -17,10 +17,15 @@ grami                              jim attribute
 ``joboption_directory``            ``directory`` (the session directory)
 ``joboption_stdin/stdout/stderr``  ``stdin``, ``stdout``, ``stderr``
 ``joboption_walltime`` (seconds)   ``maxwalltime`` (minutes, rounded up)
-``joboption_count``                ``count``
+``joboption_count`` (slots)        ``cores``: the cores of each local job (ARC's slots are one
+                                   job's cores, never copies of it)
+``joboption_countpernode``         slots per node: ``count`` over ``countpernode`` nodes; more
+                                   than one node is refused (35 ``INVALID_HOST_COUNT``)
+``joboption_exclusivenode=true``   ``wholenode``
+``joboption_memory`` (MB per slot) ``maxmemory``: ``memory`` x ``count`` (the whole job's, as
+                                   A-REX's HTCondor and PBS backends add it up)
 ``joboption_queue``                ``queue`` (when jim's configuration names that queue)
 ``joboption_jobname``              ``jobname`` (one word: blanks become ``_``)
-``joboption_memory`` (MB)          ``maxmemory``
 ``joboption_outputfile_N``         ``outputs``: each declared file other than stdout, stderr
                                    and the output tar, as a pattern the local jobs' outputs
                                    are gathered by (into the output tar, one per local job)
@@ -31,6 +36,9 @@ grami                              jim attribute
                                    ``JIM_JIMTYPE`` are ``jimtype``)
 =================================  ======================================================
 
+A-REX 6 and 7 write no GPU request into the grami: a GPU job asks for ``gpus`` as a runtime
+environment option (``ENV/JIM/GENERIC`` ``gpus=1``), as for copies of a job (``count=10``).
+
 The whole grami is recorded as the description's source (format ``grami``):
 the ARC job id (``joboption_gridid``) stays with the grid job.
 """
@@ -40,13 +48,16 @@ from __future__ import annotations
 import re
 import shlex
 
-from jim.errors import DescriptionError
+from jim.errors import DescriptionError, GramError, InvalidAttribute
 from jim.jobdesc import JIM_ATTRIBUTES, JobDescription, Value, canonical, check_text, from_mapping, shown
+from jim.jobdesc.limits import MAX_MEMORY_MB
 
 #: Size of a grami file jim reads, in bytes (jim's own description limit).
 MAX_GRAMI_BYTES = 1024 * 1024
 #: Output tar written into the session directory when the job names none.
 DEFAULT_OUTPUT_TAR = "jim-output.tar.gz"
+#: The most digits of a grami number (slots, MB): far beyond any node, short enough to bound.
+MAX_GRAMI_DIGITS = 9
 #: Runtime environments whose name starts so carry jim's job type.
 RTE_PREFIX = "ENV/JIM/"
 
@@ -199,7 +210,7 @@ def _environment(options: dict[str, str]) -> list[tuple[str, str]]:
 
 
 def _job_options(options: dict[str, str], queues: set[str] | None) -> dict[str, list[Value]]:
-    """stdio, wall time, count, memory, queue and job name of the grami, as jim attributes."""
+    """stdio, wall time, slots, memory, queue and job name of the grami, as jim attributes."""
     attrs: dict[str, list[Value]] = {}
     for key in ("stdin", "stdout", "stderr"):
         value = options.get(f"joboption_{key}", "")
@@ -210,14 +221,52 @@ def _job_options(options: dict[str, str], queues: set[str] | None) -> dict[str, 
         if not walltime.isdigit() or len(walltime) > 12:
             raise DescriptionError(f"the wall time must be a number of seconds, got {shown(walltime)}")
         attrs["maxwalltime"] = [str(max(1, -(-int(walltime) // 60)))]
-    for key, attr in (("count", "count"), ("memory", "maxmemory")):
-        value = options.get(f"joboption_{key}", "").strip()
-        if value:
-            attrs[attr] = [value]
+    attrs.update(_slots(options))
     queue = options.get("joboption_queue", "").strip()
     if queue and (queues is None or queue in queues):
         attrs["queue"] = [queue]
     jobname = " ".join(options.get("joboption_jobname", "").split())
     if jobname:
         attrs["jobname"] = [jobname.replace(" ", "_")]
+    return attrs
+
+
+def _grami_number(options: dict[str, str], key: str) -> int | None:
+    """``joboption_<key>`` as a whole number; None when empty or not above 0 (A-REX writes
+    ``countpernode=-1`` when the job gives none)."""
+    raw = options.get(f"joboption_{key}", "").strip()
+    if not raw:
+        return None
+    if not re.fullmatch(r"-?[0-9]{1,%d}" % MAX_GRAMI_DIGITS, raw):
+        raise InvalidAttribute(f"joboption_{key} must be a whole number, got {shown(raw)}")
+    value = int(raw)
+    return value if value > 0 else None
+
+
+def _slots(options: dict[str, str]) -> dict[str, list[Value]]:
+    """The shape of the ARC job (A-REX's ``write_grami``): ``count`` slots are the cores of one
+    job, ``countpernode`` the slots of one node, ``memory`` MB per slot, ``exclusivenode``."""
+    attrs: dict[str, list[Value]] = {}
+    count = _grami_number(options, "count") or 1
+    per_node = _grami_number(options, "countpernode")
+    if per_node is not None and count > per_node:
+        nodes = -(-count // per_node)
+        raise InvalidAttribute(
+            f"count={count} slots with countpernode={per_node} need {nodes} nodes: each local job runs on one "
+            f"node; ask for count={count} with countpernode={count} (or none)",
+            gram_error=GramError.INVALID_HOST_COUNT,
+        )
+    if count > 1:
+        attrs["cores"] = [str(count)]
+    memory = _grami_number(options, "memory")
+    if memory is not None:
+        if memory * count > MAX_MEMORY_MB:
+            raise InvalidAttribute(
+                f"joboption_memory={memory} MB per slot x count={count} is over jim's {MAX_MEMORY_MB} MB per job",
+                gram_error=GramError.INVALID_MAX_MEMORY,
+            )
+        attrs["maxmemory"] = [str(memory * count)]
+    exclusive = options.get("joboption_exclusivenode", "").strip().lower()
+    if exclusive in ("true", "yes", "1"):
+        attrs["wholenode"] = ["true"]
     return attrs

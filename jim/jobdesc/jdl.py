@@ -5,8 +5,9 @@ old one (one definition per line, or several joined by ``;``) by the ClassAd
 bindings (:func:`jim.classads.classad_module`), once the text is bounded
 (:func:`jim.jobdesc.classad_text.classad_tokens`).  Every value but
 ``Requirements`` and ``Splitter`` must be a constant.  DIRAC's names become jim's
-(:data:`JDL_RENAMED`, ``Splitter``, :data:`JDL_REQUIREMENTS`; docs/jdl.md has
-the whole table), and a string of ``Arguments`` or ``Environment`` is split
+(:data:`JDL_RENAMED`, ``Splitter``, :data:`JDL_REQUIREMENTS`, DIRAC's resource
+attributes :data:`JDL_SHAPE` read by :func:`dirac_shape`; docs/jdl.md has the
+whole table), and a string of ``Arguments`` or ``Environment`` is split
 into words as a shell would, without expansions (:func:`split_words`).
 """
 
@@ -17,10 +18,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from jim.classads import classad_module
-from jim.errors import DescriptionError, InvalidAttribute
+from jim.errors import DescriptionError, GramError, InvalidAttribute
 from jim.jobdesc.classad_text import CLASSAD_TOKEN, classad_tokens
 from jim.jobdesc.limits import MAX_ATTRIBUTES, Value, bounded, check_text, shown
 from jim.jobdesc.model import JobDescription
+from jim.jobdesc.shape import MAX_CORES, memory_mb
 from jim.jobdesc.vocabulary import GRAM_JOBTYPES, canonical
 
 #: DIRAC JDL names and the jim attribute each becomes (docs/jdl.md has the whole table).
@@ -31,6 +33,19 @@ JDL_RENAMED = {
     "inputsandbox": "inputfiles",
     "outputsandbox": "outputs",
 }
+
+#: DIRAC's resource attributes and the jim attribute each gives (:func:`dirac_shape` reads them).
+JDL_SHAPE = {
+    "numberofprocessors": "cores",
+    "maxnumberofprocessors": "cores",
+    "minnumberofprocessors": "mincores",
+    "maxram": "maxmemory",
+}
+#: DIRAC's three processor counts: together they say one thing (``NumberOfProcessors`` wins).
+_JDL_PROCESSORS = ("numberofprocessors", "minnumberofprocessors", "maxnumberofprocessors")
+#: A whole number of processors; a memory that is a bare number (DIRAC's GB).
+_JDL_WHOLE = re.compile(r"[0-9]{1,6}\Z")
+_JDL_BARE = re.compile(r"\s*[0-9]{1,9}(\.[0-9]{1,6})?\s*\Z")
 
 #: DIRAC JDL names (RFC #7) that become requirements on the local queue.
 JDL_REQUIREMENTS = ("site", "bannedsite", "platform", "cputime", "tags")
@@ -112,10 +127,12 @@ def _targets(keys: list[str]) -> dict[str, str]:
     targets: dict[str, str] = {}
     for key in keys:
         name = _jdl_name(key)
-        target = "requirements" if name in JDL_REQUIREMENTS else JDL_RENAMED.get(name, name)
+        target = "requirements" if name in JDL_REQUIREMENTS else JDL_SHAPE.get(name) or JDL_RENAMED.get(name, name)
         target = "jimtype" if name == "splitter" else target
-        if target in targets and target != "requirements":
-            raise DescriptionError(f"JDL attributes {shown(targets[target])} and {shown(key)} both give {target}")
+        earlier = targets.get(target)
+        together = earlier is not None and name in _JDL_PROCESSORS and _jdl_name(earlier) in _JDL_PROCESSORS
+        if earlier is not None and target != "requirements" and not together:
+            raise DescriptionError(f"JDL attributes {shown(earlier)} and {shown(key)} both give {target}")
         targets.setdefault(target, key)
     return targets
 
@@ -125,6 +142,7 @@ def _attributes(ad: Any, keys: list[str]) -> dict[str, list[Value]]:
     ``Requirements`` as its ClassAd text, then DIRAC's requirements; every other value evaluated."""
     attrs: dict[str, list[Value]] = {}
     wanted: list[Value] = []
+    dirac: dict[str, tuple[str, list[Value]]] = {}
     for key in keys:
         name = _jdl_name(key)
         expr = str(ad.lookup(key))  # (bounded above: the unparser recurses through the tree)
@@ -136,11 +154,75 @@ def _attributes(ad: Any, keys: list[str]) -> dict[str, list[Value]]:
             values = _evaluated(ad, key, expr)
             if name in JDL_REQUIREMENTS:
                 wanted.append(_jdl_requirement(key, name, values))
-            else:
+            if name in JDL_SHAPE or name == "tags":
+                dirac[name] = (key, values)
+            elif name not in JDL_REQUIREMENTS:
                 attrs[_target(name, values)] = values
     if wanted:
         attrs.setdefault("requirements", []).extend(wanted)
+    for name, values in dirac_shape(dirac).items():
+        attrs.setdefault(name, values)  # (a jim attribute given as well wins: gpus beside a GPU tag)
     return attrs
+
+
+def dirac_shape(found: dict[str, tuple[str, list[Value]]]) -> dict[str, list[Value]]:
+    """jim's ``cores``, ``mincores``, ``maxmemory`` and ``gpus`` from DIRAC's attributes (``found``:
+    canonical name -> (JDL name, values)), by DIRAC's rules (its ``JDL.py``, ``JobScheduling``,
+    ``JobAgent``): ``NumberOfProcessors`` is exact and the minimum and maximum are then not read;
+    ``MinNumberOfProcessors`` alone is what the job gets; ``MaxNumberOfProcessors`` alone is a range
+    from 1; ``MaxRAM`` is in GB when it has no unit; a ``GPU`` tag asks for one GPU."""
+    out: dict[str, list[Value]] = {}
+    exact = _processors(found, "numberofprocessors")
+    least = _processors(found, "minnumberofprocessors")
+    most = _processors(found, "maxnumberofprocessors")
+    if exact is not None:
+        out["cores"] = [str(exact)]
+    elif least is not None and most is not None:
+        if most < least:
+            raise InvalidAttribute(
+                f"JDL MaxNumberOfProcessors ({most}) must not be below MinNumberOfProcessors ({least})"
+            )
+        out["cores"] = [str(most)]
+        if least < most:
+            out["mincores"] = [str(least)]
+    elif least is not None or most is not None:
+        out["cores"] = [str(least or most)]
+        if most is not None and most > 1:
+            out["mincores"] = ["1"]
+    if "maxram" in found:
+        out["maxmemory"] = [str(_dirac_memory(*found["maxram"]))]
+    tags = [str(v).strip().lower() for v in found.get("tags", ("", []))[1]]
+    if "gpu" in tags:
+        out["gpus"] = ["1"]
+    return out
+
+
+def _processors(found: dict[str, tuple[str, list[Value]]], name: str) -> int | None:
+    """DIRAC processor count ``name``: one whole number from 1 to jim's most cores; None when not given."""
+    if name not in found:
+        return None
+    key, values = found[name]
+    word = str(values[0]).strip() if len(values) == 1 else ""
+    if not _JDL_WHOLE.match(word) or not 1 <= int(word) <= MAX_CORES:
+        raise InvalidAttribute(
+            f"JDL {key} must be a whole number of processors from 1 to {MAX_CORES}, "
+            f"got {shown(' '.join(map(str, values)))}"
+        )
+    return int(word)
+
+
+def _dirac_memory(key: str, values: list[Value]) -> int:
+    """DIRAC's ``MaxRAM`` in MB: a bare number is GB (DIRAC's unit), else a memory with its unit."""
+    word = str(values[0]).strip() if len(values) == 1 else ""
+    if not _JDL_BARE.match(word):
+        return memory_mb(word, f"JDL {key}")
+    try:
+        return memory_mb(f"{word}G", f"JDL {key}")
+    except InvalidAttribute:
+        raise InvalidAttribute(
+            f"JDL {key} is in GB (DIRAC's unit): above 0 and at most jim's largest memory, got {shown(word)}",
+            gram_error=GramError.INVALID_MAX_MEMORY,
+        ) from None
 
 
 def _evaluated(ad: Any, key: str, expr: str) -> list[Value]:

@@ -158,15 +158,18 @@ class ArcCE:
         return p
 
     # -- jobs ----------------------------------------------------------------------
-    def submit(self, name: str, xrsl: str, files: dict[str, str] | None = None) -> ArcJob:
-        """arcsub an xRSL text (``{marker}`` in it becomes a word unique to this job)."""
+    def submit(self, name: str, xrsl: str, files: dict[str, str] | None = None, broker: str = "") -> ArcJob:
+        """arcsub an xRSL (or ADL) text (``{marker}`` in it becomes a word unique to this job);
+        ``broker``: arcsub's ``-b`` (``Null``: no matchmaking against the CE's published figures)."""
         self.proxy()
         marker = f"jimarc{secrets.token_hex(6)}"
         d = self.job_dir(name)
         for fname, text in (files or {}).items():
             self.write(d, fname, text.replace("{marker}", marker), 0o755)
         path = self.write(d, "job.xrsl", xrsl.replace("{marker}", marker).replace("{dir}", str(d)))
-        p = self.run("arcsub", "-C", self.endpoint, "-T", "arcrest", str(path), cwd=d)
+        p = self.run(
+            "arcsub", "-C", self.endpoint, "-T", "arcrest", *(["-b", broker] if broker else []), str(path), cwd=d
+        )
         m = re.search(r"Job submitted with jobid: (\S+)", p.stdout)
         assert p.returncode == 0 and m, f"arcsub failed ({p.returncode}): {p.stdout}{p.stderr}"
         return ArcJob(m.group(1), name, marker)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jim.adapters.base import CommandAdapter
-from jim.adapters.model import BatchStatus, SubmitChunk
+from jim.adapters.model import BatchStatus, Limits, SubmitChunk
 from jim.adapters.options import AdapterOptions
-from jim.errors import QueryError
+from jim.errors import ConfigError, QueryError
 from jim.jobid import parse_tag_name, tag_name
 from jim.ranges import array_spec, parse_array_spec
 from jim.states import EndCause, Evidence, LocalState
@@ -41,6 +41,8 @@ log = logging.getLogger("jim.adapters")
 SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%j|%k"
 SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment"
 DEFAULT_MAX_ARRAY_SIZE = 1001
+#: A GRES name, with its type if any (``gpu``, ``gpu:a100``).
+_GRES_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}(?::[A-Za-z0-9_.-]{1,64})?")
 
 #: Slurm state -> jim state.  Terminal Slurm states only say how the job
 #: ended; the exit code comes from the wrapper's file or from accounting.
@@ -126,6 +128,14 @@ class SlurmOptions(AdapterOptions):
     """Let Slurm requeue a job after a node failure (it may then run twice)."""
     max_array_size: int = 0
     """0: ask the cluster (``scontrol show config``)."""
+    gpu_gres: str = "gpu"
+    """The GRES name of the site's GPUs: a job asking for N GPUs gets ``--gres=<gpu_gres>:N``
+    (a type may be part of it: ``gpu:a100``)."""
+
+    def check(self) -> None:
+        super().check()
+        if not _GRES_NAME.fullmatch(self.gpu_gres):
+            raise ConfigError(f"[batch] gpu_gres: a GRES name like 'gpu' or 'gpu:a100', got {self.gpu_gres[:40]!r}")
 
 
 def _split(line: str, n: int) -> list[str] | None:
@@ -334,9 +344,23 @@ class SlurmAdapter(CommandAdapter):
             argv.append("--no-requeue")
         if chunk.limits.wall_seconds:
             argv.append(f"--time={max(1, chunk.limits.wall_seconds // 60)}")
-        if chunk.limits.memory_mb:
-            argv.append(f"--mem={chunk.limits.memory_mb}")  # (MB, on the one node of the local job)
-        return [*argv, *self.options.sbatch_options, str(script)]
+        argv += self.shape_args(chunk.limits)
+        return [*argv, *self.options.sbatch_options, str(script)]  # the site's own options last: they win
+
+    def shape_args(self, limits: Limits) -> list[str]:
+        """The resource shape of each local job as sbatch asks for it: one task on one node with
+        ``--cpus-per-task`` cores (accounting shows them as AllocCPUS), ``--mem`` MB of the whole job
+        (the one node's), ``--gres`` GPUs, ``--exclusive`` for a whole node."""
+        args = []
+        if limits.cores > 1:
+            args.append(f"--cpus-per-task={limits.cores}")
+        if limits.memory_mb:
+            args.append(f"--mem={limits.memory_mb}")
+        if limits.gpus:
+            args.append(f"--gres={self.options.gpu_gres}:{limits.gpus}")
+        if limits.whole_node:
+            args.append("--exclusive")
+        return args
 
     def parse_submit(self, stdout: str, group: list[int]) -> str | None:
         array_id = stdout.strip().split(";")[0]

@@ -234,3 +234,68 @@ def test_sacct_folded_and_bare_array_records():
     assert st["40_5"].state is LocalState.CANCELLED and st["40_5"].tag == f"{g}.15"
     assert st["41_3"].tag == f"{g}.13" and st["41_3"].evidence is Evidence.ACCOUNTING
     assert "41_0" not in parse_sacct(rows)  # a bare record only counts for the tasks asked about
+
+
+def _shape_chunk(limits: Limits) -> SubmitChunk:
+    job_dir = Path("/var/lib/jim/user/jobs/20261122-070000-abcdef01")
+    return SubmitChunk(
+        "20261122-070000-abcdef01",
+        [LocalJobSpec(k, f"x.{k}") for k in (0, 1)],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        limits=limits,
+    )
+
+
+#: Every combination of the shape's parts: cores, memory, GPUs, whole node.
+SHAPES = [
+    Limits(cores=cores, memory_mb=memory, gpus=gpus, whole_node=whole)
+    for cores in (1, 8)
+    for memory in (None, 16000)
+    for gpus in (0, 2)
+    for whole in (False, True)
+]
+
+
+def test_every_shape_reaches_sbatch(tmp_path):
+    """One task of N CPUs (--cpus-per-task: sacct's AllocCPUS), --mem MB of the whole job, GPUs as
+    --gres, a whole node as --exclusive; nothing for what the job does not ask."""
+    site = SlurmAdapter(Home(tmp_path).ensure(), {"partition": "batch", "max_array_size": 1001})
+    argvs = {}
+    for limits in SHAPES:
+        key = f"cores={limits.cores} memory_mb={limits.memory_mb} gpus={limits.gpus} whole_node={limits.whole_node}"
+        argv = site.submit_argv(_shape_chunk(limits), [0, 1], Path("/x/slurm-0.sh"))
+        argvs[key] = argv
+        assert ("--cpus-per-task=8" in argv) is (limits.cores == 8)
+        assert ("--mem=16000" in argv) is bool(limits.memory_mb)
+        assert ("--gres=gpu:2" in argv) is bool(limits.gpus)
+        assert ("--exclusive" in argv) is limits.whole_node
+        assert not any(a.startswith("--ntasks") or a.startswith("--nodes") for a in argv)  # one task, one node
+    golden("slurm-sbatch-argv-shapes.json", json.dumps(argvs, indent=1) + "\n")
+
+
+def test_site_sbatch_options_come_after_the_shape_and_win(tmp_path):
+    """sbatch takes the last of a repeated option: the site's own sbatch_options come last."""
+    site = SlurmAdapter(
+        Home(tmp_path).ensure(),
+        {"max_array_size": 1001, "sbatch_options": ["--mem=4000", "--gres=gpu:tesla:1"], "gpu_gres": "gpu:a100"},
+    )
+    argv = site.submit_argv(_shape_chunk(Limits(cores=4, memory_mb=8000, gpus=1)), [0, 1], Path("/x/s.sh"))
+    assert argv[-6:] == [
+        "--cpus-per-task=4",
+        "--mem=8000",
+        "--gres=gpu:a100:1",
+        "--mem=4000",
+        "--gres=gpu:tesla:1",
+        "/x/s.sh",
+    ]
+
+
+@pytest.mark.parametrize("gres", ["gpu --exclusive", "-gpu", "gpu:", "gpu;rm", "", "g" * 100])
+def test_gpu_gres_must_be_a_gres_name(tmp_path, gres):
+    from jim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="gpu_gres"):
+        SlurmAdapter(Home(tmp_path), {"gpu_gres": gres})

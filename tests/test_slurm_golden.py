@@ -299,3 +299,46 @@ def test_gpu_gres_must_be_a_gres_name(tmp_path, gres):
 
     with pytest.raises(ConfigError, match="gpu_gres"):
         SlurmAdapter(Home(tmp_path), {"gpu_gres": gres})
+
+
+#: Recorded on the multi-node test Slurm (tests/services/slurm-cluster, Slurm 22.05, memory enforced
+#: by ``JobAcctGatherParams=OverMemoryKill``, no cgroups): an array of two tasks with ``--mem=100``,
+#: task 1 touching 300 MB.  squeue ``-o SQUEUE_FORMAT``, then ``sacct -n -P -o ACCT_FIELDS``.
+OVER_MEMORY_SQUEUE = """\
+263_0|264|263|0|COMPLETED|None|jim.20261122-070000-abcdef01.0|(null)
+263_1|263|263|1|FAILED|JobLaunchFailure|jim.20261122-070000-abcdef01.0|(null)
+"""
+OVER_MEMORY_SACCT = """\
+263_0|264|COMPLETED|0:0|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:20|100M||jim.20261122-070000-abcdef01.0|
+263_0.batch|264.batch|COMPLETED|0:0|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:20||3028K|batch|
+263_1|263|FAILED|0:9|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:19|100M||jim.20261122-070000-abcdef01.0|
+263_1.batch|263.batch|CANCELLED by 0|0:9|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:19||322204K|batch|
+"""
+
+
+def test_a_job_killed_for_its_memory_is_out_of_memory_by_its_accounting():
+    """Slurm 22.05 without cgroups records a job killed for its memory as FAILED 0:9 (squeue:
+    JobLaunchFailure); its batch step's MaxRSS over its ReqMem makes it OUT_OF_MEMORY, the job's
+    own fault.  squeue alone says nothing of why (JobLaunchFailure is any script killed by a signal)."""
+    from jim.adapters.slurm import ACCT_FIELDS, over_memory
+    from jim.states import EndCause
+
+    queued = parse_squeue(OVER_MEMORY_SQUEUE)
+    assert queued["263_1"].state is LocalState.FAILED and queued["263_1"].cause is None
+    acct = parse_sacct(OVER_MEMORY_SACCT, {"263_0", "263_1"}, memory=True)
+    assert sorted(acct) == ["263_0", "263_1"]  # the steps' lines are no jobs of their own
+    assert acct["263_1"].state is LocalState.FAILED and acct["263_1"].cause is EndCause.OUT_OF_MEMORY
+    assert acct["263_1"].exit_code == 128 + 9 and acct["263_1"].tag == "20261122-070000-abcdef01.1"
+    assert acct["263_0"].state is LocalState.DONE and acct["263_0"].cause is None
+    assert len(ACCT_FIELDS.split(",")) == OVER_MEMORY_SACCT.splitlines()[0].count("|") + 1
+    # a script killed by a signal within its memory (kill -9 $$: MaxRSS 3244K of 100M) is not
+    assert not over_memory("FAILED", "0:9", "100M", "3244K")
+    assert over_memory("FAILED", "0:9", "1G", "1.5G") and over_memory("FAILED", "0:9", "100Mn", "200M")
+    assert not over_memory("FAILED", "1:0", "100M", "322204K")  # an exit code of its own
+    assert not over_memory("FAILED", "0:9", "", "322204K") and not over_memory("FAILED", "0:9", "4000Mc", "5G")
+    assert not over_memory("COMPLETED", "0:0", "100M", "322204K")
+
+
+def test_the_accounting_reads_the_steps_memory(adapter):
+    argv = adapter.accounting_argv(["263", "270"])
+    assert "-X" not in argv and argv[argv.index("-o") + 1].split(",")[7:9] == ["ReqMem", "MaxRSS"]

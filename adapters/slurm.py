@@ -45,6 +45,9 @@ SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment"
 #: (asked without ``-X``: the steps' lines carry MaxRSS), to see a job killed for its memory.
 ACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,ReqMem,MaxRSS,JobName,Comment"
 DEFAULT_MAX_ARRAY_SIZE = 1001
+#: Seconds the accounting is asked again for a job squeue shows killed by a signal and slurmdbd
+#: has no final record of yet (slurmdbd is fed asynchronously, about a second behind).
+ACCOUNTING_LAG = 5.0
 #: A GRES name, with its type if any (``gpu``, ``gpu:a100``).
 _GRES_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}(?::[A-Za-z0-9_.-]{1,64})?")
 
@@ -424,6 +427,33 @@ class SlurmAdapter(CommandAdapter):
 
     def accounting_argv(self, units: Sequence[str]) -> list[str]:
         return ["sacct", "-n", "-P", "-o", ACCT_FIELDS, "-j", ",".join(units)]
+
+    def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
+        """The records of ``batch_ids``; for a job squeue shows killed by a signal (FAILED,
+        JobLaunchFailure) whose record is not final yet, asked again for up to
+        :data:`ACCOUNTING_LAG` seconds: only the record says whether its memory killed it, and
+        slurmdbd is fed asynchronously (a job ends in squeue a moment before its record does)."""
+        found = super().accounting(batch_ids)
+        deadline = time.monotonic() + ACCOUNTING_LAG
+        late = self._signalled_unrecorded(batch_ids, found)
+        while late and time.monotonic() < deadline:
+            time.sleep(0.5)
+            found.update(super().accounting(late))
+            late = self._signalled_unrecorded(late, found)
+        return found
+
+    def _signalled_unrecorded(self, batch_ids: list[str], found: dict[str, BatchStatus]) -> list[str]:
+        """Those of ``batch_ids`` without a final record that the last squeue answer shows FAILED
+        with reason JobLaunchFailure (a batch script killed by a signal)."""
+        cached = self.cache.cached()
+        if cached is None:
+            return []
+        late = []
+        for b in batch_ids:
+            st = cached.statuses.get(b)
+            if b not in found and st is not None and st.native == "FAILED" and st.reason == "JobLaunchFailure":
+                late.append(b)
+        return late
 
     def parse_accounting(self, stdout: str, wanted: set[str]) -> dict[str, BatchStatus]:
         return parse_sacct(stdout, wanted, memory=True)

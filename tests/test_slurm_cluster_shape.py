@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 from test_slurm_cluster_retry import _config, _script, cjim  # noqa: F401  (cjim: the fixture, reused)
 
 pytestmark = [pytest.mark.slurm_cluster, pytest.mark.slow]
@@ -115,9 +114,7 @@ def test_a_whole_node_local_job_is_alone_on_its_node(sjim, tmp_path):
 def test_a_local_job_over_its_memory_ends_out_of_memory_and_is_not_retried(sjim, tmp_path):
     c = sjim.cluster
     hog = tmp_path / "hog.py"
-    hog.write_text(
-        "import time\nb = bytearray(600 * 1024 * 1024)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\ntime.sleep(30)\n"
-    )
+    hog.write_text("import time\nb = bytearray(600 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(9)")
     s = _script(tmp_path, f'if [ "$JIM_INDEX" = 1 ]; then exec python3 {hog}; fi\nsleep 3\n')
     job = sjim.submit(f"&(executable={s})(count=3)(maxmemory=200)")
     out = sjim.wait(job, timeout=180)

@@ -438,7 +438,10 @@ class SlurmAdapter(CommandAdapter):
         late = self._signalled_unrecorded(batch_ids, found)
         while late and time.monotonic() < deadline:
             time.sleep(0.5)
-            found.update(super().accounting(late))
+            try:
+                found.update(super().accounting(late))
+            except QueryError:
+                break  # (what the first answer said still counts)
             late = self._signalled_unrecorded(late, found)
         return found
 

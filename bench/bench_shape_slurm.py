@@ -102,12 +102,15 @@ def run_one(py: str, env: dict[str, str], rsl: str, timeout: float) -> tuple[str
     deadline = time.monotonic() + timeout
     state = ""
     while time.monotonic() < deadline:
-        out = subprocess.run([py, "-m", "jim", "poll", "--job-id", job_id], env=env, capture_output=True, text=True)
+        out = subprocess.run(
+            [py, "-m", "jim", "poll", "--job-id", job_id], env=env, capture_output=True, text=True, cwd="/"
+        )
         state = out.stdout.split("JOB_STATE=")[1].split()[0] if "JOB_STATE=" in out.stdout else ""
         if state in ("DONE", "FAILED"):
             break
         time.sleep(2)
-    st = json.loads(subprocess.run([py, "-m", "jim", "status", job_id, "--json"], env=env, capture_output=True).stdout)
+    status = [py, "-m", "jim", "status", job_id, "--json"]
+    st = json.loads(subprocess.run(status, env=env, capture_output=True, cwd="/").stdout)
     return job_id, len(st["localJobs"]), state
 
 

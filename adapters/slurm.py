@@ -6,13 +6,14 @@
   once a day, ``scontrol show config``), and an array may skip indices.
 * **query**: ``squeue -h -r -t all -u <user> -o '%i|%A|%F|%K|%T|%r|%j|%k'``,
   once per ``cache_interval`` for everything the user has.
-* **accounting**: ``sacct -n -X -P`` for jobs that left ``squeue``; records
-  whose name is not jim's tag are ignored.
+* **accounting**: ``sacct -n -P`` for jobs that left ``squeue`` (or ended there); records
+  whose name is not jim's tag are ignored, those of steps only give their batch step's memory peak.
 * **cancel**: ``scancel`` of whole arrays, or of their tasks.
 * **find by tag**: ``squeue``, then ``sacct`` of the last week, by job name.
-* **why a job ended** (:data:`STATE_CAUSES`, :data:`LAUNCH_FAILURE_REASONS`): NODE_FAIL,
-  BOOT_FAIL, PREEMPTED and a launch failure are the site's; TIMEOUT, DEADLINE and
-  OUT_OF_MEMORY the job's own.  jim submits with ``--no-requeue`` (unless ``requeue = true``):
+* **why a job ended** (:data:`STATE_CAUSES`, :data:`LAUNCH_FAILURE_REASONS`, :func:`over_memory`):
+  NODE_FAIL, BOOT_FAIL, PREEMPTED and a launch failure are the site's; TIMEOUT, DEADLINE and
+  OUT_OF_MEMORY (Slurm's state, or a job SIGKILLed with its batch step over its ``--mem``) the
+  job's own.  jim submits with ``--no-requeue`` (unless ``requeue = true``):
   a job hit by a node failure ends, and says so, rather than running a second time.
 
 Native states: https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES
@@ -30,9 +31,9 @@ from pathlib import Path
 
 from jim.adapters import capacity
 from jim.adapters.base import CommandAdapter
-from jim.adapters.model import BatchStatus, Capacity, SubmitChunk
+from jim.adapters.model import BatchStatus, Capacity, Limits, SubmitChunk
 from jim.adapters.options import AdapterOptions
-from jim.errors import QueryError
+from jim.errors import ConfigError, QueryError
 from jim.jobid import parse_tag_name, tag_name
 from jim.ranges import array_spec, parse_array_spec
 from jim.states import EndCause, Evidence, LocalState
@@ -41,7 +42,15 @@ log = logging.getLogger("jim.adapters")
 
 SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%j|%k"
 SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment"
+#: The accounting of vanished jobs also reads the memory a job asked for and its batch step's peak
+#: (asked without ``-X``: the steps' lines carry MaxRSS), to see a job killed for its memory.
+ACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,ReqMem,MaxRSS,JobName,Comment"
 DEFAULT_MAX_ARRAY_SIZE = 1001
+#: Seconds the accounting is asked again for a job squeue shows killed by a signal and slurmdbd
+#: has no final record of yet (slurmdbd is fed asynchronously, about a second behind).
+ACCOUNTING_LAG = 5.0
+#: A GRES name, with its type if any (``gpu``, ``gpu:a100``).
+_GRES_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}(?::[A-Za-z0-9_.-]{1,64})?")
 
 #: Slurm state -> jim state.  Terminal Slurm states only say how the job
 #: ended; the exit code comes from the wrapper's file or from accounting.
@@ -85,17 +94,21 @@ STATE_CAUSES: dict[str, EndCause] = {
     "DEADLINE": EndCause.DEADLINE,
     "OUT_OF_MEMORY": EndCause.OUT_OF_MEMORY,
 }
-#: squeue reasons (``%r``) that say the job could not be started on its node, whatever its state:
-#: FAIL_LAUNCH's name "JobLaunchFailure" (src/common/job_state_reason.c), and the description
-#: slurmctld gives a batch job requeued held after a launch or prolog failure, "launch failed
-#: requeued held" (src/slurmctld/job_mgr.c).  Compared by prefix, ignoring case.
+#: squeue reasons (``%r``) that say the job could not be started on its node: FAIL_LAUNCH's name
+#: "JobLaunchFailure" (src/common/job_state_reason.c), and the description slurmctld gives a batch
+#: job requeued held after a launch or prolog failure, "launch failed requeued held"
+#: (src/slurmctld/job_mgr.c).  Compared by prefix, ignoring case.  Not on a FAILED job: slurmctld
+#: gives FAIL_LAUNCH to every batch job whose script died of a signal (a script that killed itself,
+#: one killed for its memory, as seen on Slurm 22.05), so there it tells nothing; a job that really
+#: failed to launch never started jim's wrapper, which jim sees itself (NOT_STARTED).
 LAUNCH_FAILURE_REASONS = ("joblaunchfailure", "launch failed")
 
 
 def end_cause(state: str, reason: str | None = None) -> EndCause | None:
     """Why a job in Slurm ``state`` (first word counts) with squeue ``reason`` ended, if Slurm says."""
-    cause = STATE_CAUSES.get(state.split()[0] if state else "")
-    if cause is None and reason and reason.lower().startswith(LAUNCH_FAILURE_REASONS):
+    first = state.split()[0] if state else ""
+    cause = STATE_CAUSES.get(first)
+    if cause is None and first != "FAILED" and reason and reason.lower().startswith(LAUNCH_FAILURE_REASONS):
         cause = EndCause.LAUNCH_FAILED
     return cause
 
@@ -127,6 +140,14 @@ class SlurmOptions(AdapterOptions):
     """Let Slurm requeue a job after a node failure (it may then run twice)."""
     max_array_size: int = 0
     """0: ask the cluster (``scontrol show config``)."""
+    gpu_gres: str = "gpu"
+    """The GRES name of the site's GPUs: a job asking for N GPUs gets ``--gres=<gpu_gres>:N``
+    (a type may be part of it: ``gpu:a100``)."""
+
+    def check(self) -> None:
+        super().check()
+        if not _GRES_NAME.fullmatch(self.gpu_gres):
+            raise ConfigError(f"[batch] gpu_gres: a GRES name like 'gpu' or 'gpu:a100', got {self.gpu_gres[:40]!r}")
 
 
 def _split(line: str, n: int) -> list[str] | None:
@@ -198,39 +219,44 @@ def _exit_code(value: str) -> int | None:
     return 128 + sig_i if sig_i and not code_i else code_i
 
 
-def parse_sacct(text: str, wanted: set[str] | None = None) -> dict[str, BatchStatus]:
-    """States of jim's array tasks from ``sacct -n -X -P -o SACCT_FIELDS``, by batch id.
+def parse_sacct(text: str, wanted: set[str] | None = None, memory: bool = False) -> dict[str, BatchStatus]:
+    """States of jim's array tasks from ``sacct -n -X -P -o SACCT_FIELDS`` (``memory``: from
+    ``sacct -n -P -o ACCT_FIELDS``, the steps' records too), by batch id.
 
     Slurm hands ids out again, so one id may have several records: the most
     recently submitted one is kept (callers still check its tag).
     """
     out: dict[str, BatchStatus] = {}
-    for jobid, st in parse_sacct_rows(text, wanted):
+    for jobid, st in parse_sacct_rows(text, wanted, memory):
         old = out.get(jobid)
         if old is None or (st.submitted or 0) >= (old.submitted or 0):
             out[jobid] = st
     return out
 
 
-def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[str, BatchStatus]]:
+def parse_sacct_rows(text: str, wanted: set[str] | None = None, memory: bool = False) -> list[tuple[str, BatchStatus]]:
     """Every record of jim's array tasks, in sacct's order: (batch id, status).
 
     Tasks that never started are folded into one record of their array:
     ``<array>_[0-99]``, or, when no task of it ever started, the bare
     ``<array>``.  A folded range is unfolded; a bare array record counts for
     the tasks of that array in ``wanted`` (callers still check the tags it
-    gives them).
+    gives them).  ``memory``: the lines have :data:`ACCT_FIELDS` (with the
+    steps' lines), and a job killed for its memory says so (:func:`over_memory`).
     """
+    n = len((ACCT_FIELDS if memory else SACCT_FIELDS).split(","))
+    rows = [f for f in (_split(line.strip(), n) for line in text.splitlines()) if f is not None]
+    batch_rss = {f[1].partition(".")[0]: f[8] for f in rows if memory and f[1].endswith(".batch")}
     out: list[tuple[str, BatchStatus]] = []
-    for line in text.splitlines():
-        f = _split(line.strip(), 9)
-        if f is None:
-            continue
-        jobid, raw, state, exitcode, submit, _start, _end, name, _comment = f
-        tag = parse_tag_name(name)
+    for f in rows:
+        jobid, raw, state, exitcode, submit = f[:5]
+        tag = parse_tag_name(f[-2])
         jim_state = STATE_MAP.get(state.split()[0] if state else "")
         if tag is None or jim_state is None:
             continue
+        cause = end_cause(state) if jim_state.terminal else None
+        if cause is None and memory and over_memory(state, exitcode, f[7], batch_rss.get(raw, "")):
+            cause = EndCause.OUT_OF_MEMORY
         array_id, _, _ = jobid.partition("_")
         for t in _sacct_tasks(jobid, raw, wanted):
             out.append(
@@ -244,11 +270,38 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None) -> list[tuple[st
                         evidence=Evidence.ACCOUNTING,
                         tag=tag.tag(t),
                         submitted=_slurm_time(submit),
-                        cause=end_cause(state) if jim_state.terminal else None,
+                        cause=cause,
                     ),
                 )
             )
     return out
+
+
+def over_memory(state: str, exitcode: str, req_mem: str, batch_max_rss: str) -> bool:
+    """Was a job killed for using more memory than it asked for?
+
+    Where memory is watched by the accounting gatherer (``JobAcctGatherParams=OverMemoryKill``,
+    no cgroups), slurmstepd SIGKILLs a step over its job's ``--mem`` and Slurm 22.05 records the
+    job as any job whose batch script died of a signal: FAILED, exit ``0:9`` (squeue's reason
+    JobLaunchFailure), its batch step "CANCELLED by 0" -- not OUT_OF_MEMORY, which only the
+    cgroup plugin reports.  The batch step's MaxRSS above the job's ReqMem tells the two apart.
+    """
+    if state.split()[0:1] != ["FAILED"] or exitcode != "0:9":
+        return False
+    asked, used = _memory_mb(req_mem), _memory_mb(batch_max_rss)
+    return asked is not None and used is not None and used > asked
+
+
+#: sacct's memory values: a number and a unit (``100M``, ``322204K``, ``1.50G``); ReqMem of Slurm
+#: before 21.08 ends in ``n`` (per node: the job's, on one node) or ``c`` (per CPU: not read here).
+_SACCT_MEMORY = re.compile(r"([0-9]+(?:\.[0-9]+)?)([KMGTP])n?")
+_UNIT_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+
+
+def _memory_mb(value: str) -> float | None:
+    """MB of a memory as sacct prints it; None when it is empty or not in that form."""
+    m = _SACCT_MEMORY.fullmatch(value.strip())
+    return float(m.group(1)) * _UNIT_MB[m.group(2)] if m else None
 
 
 def _sacct_tasks(jobid: str, raw: str, wanted: set[str] | None) -> list[int]:
@@ -335,9 +388,23 @@ class SlurmAdapter(CommandAdapter):
             argv.append("--no-requeue")
         if chunk.limits.wall_seconds:
             argv.append(f"--time={max(1, chunk.limits.wall_seconds // 60)}")
-        if chunk.limits.memory_mb:
-            argv.append(f"--mem={chunk.limits.memory_mb}")  # (MB, on the one node of the local job)
-        return [*argv, *self.options.sbatch_options, str(script)]
+        argv += self.shape_args(chunk.limits)
+        return [*argv, *self.options.sbatch_options, str(script)]  # the site's own options last: they win
+
+    def shape_args(self, limits: Limits) -> list[str]:
+        """The resource shape of each local job as sbatch asks for it: one task on one node with
+        ``--cpus-per-task`` cores (accounting shows them as AllocCPUS), ``--mem`` MB of the whole job
+        (the one node's), ``--gres`` GPUs, ``--exclusive`` for a whole node."""
+        args = []
+        if limits.cores > 1:
+            args.append(f"--cpus-per-task={limits.cores}")
+        if limits.memory_mb:
+            args.append(f"--mem={limits.memory_mb}")
+        if limits.gpus:
+            args.append(f"--gres={self.options.gpu_gres}:{limits.gpus}")
+        if limits.whole_node:
+            args.append("--exclusive")
+        return args
 
     def parse_submit(self, stdout: str, group: list[int]) -> str | None:
         array_id = stdout.strip().split(";")[0]
@@ -360,10 +427,40 @@ class SlurmAdapter(CommandAdapter):
         return sorted({b.partition("_")[0] for b in batch_ids if "_" in b}, key=int)
 
     def accounting_argv(self, units: Sequence[str]) -> list[str]:
-        return ["sacct", "-n", "-X", "-P", "-o", SACCT_FIELDS, "-j", ",".join(units)]
+        return ["sacct", "-n", "-P", "-o", ACCT_FIELDS, "-j", ",".join(units)]
+
+    def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
+        """The records of ``batch_ids``; for a job squeue shows killed by a signal (FAILED,
+        JobLaunchFailure) whose record is not final yet, asked again for up to
+        :data:`ACCOUNTING_LAG` seconds: only the record says whether its memory killed it, and
+        slurmdbd is fed asynchronously (a job ends in squeue a moment before its record does)."""
+        found = super().accounting(batch_ids)
+        deadline = time.monotonic() + ACCOUNTING_LAG
+        late = self._signalled_unrecorded(batch_ids, found)
+        while late and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                found.update(super().accounting(late))
+            except QueryError:
+                break  # (what the first answer said still counts)
+            late = self._signalled_unrecorded(late, found)
+        return found
+
+    def _signalled_unrecorded(self, batch_ids: list[str], found: dict[str, BatchStatus]) -> list[str]:
+        """Those of ``batch_ids`` without a final record that the last squeue answer shows FAILED
+        with reason JobLaunchFailure (a batch script killed by a signal)."""
+        cached = self.cache.cached()
+        if cached is None:
+            return []
+        late = []
+        for b in batch_ids:
+            st = cached.statuses.get(b)
+            if b not in found and st is not None and st.native == "FAILED" and st.reason == "JobLaunchFailure":
+                late.append(b)
+        return late
 
     def parse_accounting(self, stdout: str, wanted: set[str]) -> dict[str, BatchStatus]:
-        return parse_sacct(stdout, wanted)
+        return parse_sacct(stdout, wanted, memory=True)
 
     def history_tags(self, grid_id: str, missing: set[str]) -> dict[str, str]:
         """jim's jobs of the last week in the accounting, by tag (the first record of a tag wins)."""

@@ -234,3 +234,111 @@ def test_sacct_folded_and_bare_array_records():
     assert st["40_5"].state is LocalState.CANCELLED and st["40_5"].tag == f"{g}.15"
     assert st["41_3"].tag == f"{g}.13" and st["41_3"].evidence is Evidence.ACCOUNTING
     assert "41_0" not in parse_sacct(rows)  # a bare record only counts for the tasks asked about
+
+
+def _shape_chunk(limits: Limits) -> SubmitChunk:
+    job_dir = Path("/var/lib/jim/user/jobs/20261122-070000-abcdef01")
+    return SubmitChunk(
+        "20261122-070000-abcdef01",
+        [LocalJobSpec(k, f"x.{k}") for k in (0, 1)],
+        job_dir=job_dir,
+        wrapper=job_dir / "wrapper.py",
+        sandbox=job_dir / "sandbox.tar.gz",
+        outroot=job_dir / "local",
+        limits=limits,
+    )
+
+
+#: Every combination of the shape's parts: cores, memory, GPUs, whole node.
+SHAPES = [
+    Limits(cores=cores, memory_mb=memory, gpus=gpus, whole_node=whole)
+    for cores in (1, 8)
+    for memory in (None, 16000)
+    for gpus in (0, 2)
+    for whole in (False, True)
+]
+
+
+def test_every_shape_reaches_sbatch(tmp_path):
+    """One task of N CPUs (--cpus-per-task: sacct's AllocCPUS), --mem MB of the whole job, GPUs as
+    --gres, a whole node as --exclusive; nothing for what the job does not ask."""
+    site = SlurmAdapter(Home(tmp_path).ensure(), {"partition": "batch", "max_array_size": 1001})
+    argvs = {}
+    for limits in SHAPES:
+        key = f"cores={limits.cores} memory_mb={limits.memory_mb} gpus={limits.gpus} whole_node={limits.whole_node}"
+        argv = site.submit_argv(_shape_chunk(limits), [0, 1], Path("/x/slurm-0.sh"))
+        argvs[key] = argv
+        assert ("--cpus-per-task=8" in argv) is (limits.cores == 8)
+        assert ("--mem=16000" in argv) is bool(limits.memory_mb)
+        assert ("--gres=gpu:2" in argv) is bool(limits.gpus)
+        assert ("--exclusive" in argv) is limits.whole_node
+        assert not any(a.startswith("--ntasks") or a.startswith("--nodes") for a in argv)  # one task, one node
+    golden("slurm-sbatch-argv-shapes.json", json.dumps(argvs, indent=1) + "\n")
+
+
+def test_site_sbatch_options_come_after_the_shape_and_win(tmp_path):
+    """sbatch takes the last of a repeated option: the site's own sbatch_options come last."""
+    site = SlurmAdapter(
+        Home(tmp_path).ensure(),
+        {"max_array_size": 1001, "sbatch_options": ["--mem=4000", "--gres=gpu:tesla:1"], "gpu_gres": "gpu:a100"},
+    )
+    argv = site.submit_argv(_shape_chunk(Limits(cores=4, memory_mb=8000, gpus=1)), [0, 1], Path("/x/s.sh"))
+    assert argv[-6:] == [
+        "--cpus-per-task=4",
+        "--mem=8000",
+        "--gres=gpu:a100:1",
+        "--mem=4000",
+        "--gres=gpu:tesla:1",
+        "/x/s.sh",
+    ]
+
+
+@pytest.mark.parametrize("gres", ["gpu --exclusive", "-gpu", "gpu:", "gpu;rm", "", "g" * 100])
+def test_gpu_gres_must_be_a_gres_name(tmp_path, gres):
+    from jim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="gpu_gres"):
+        SlurmAdapter(Home(tmp_path), {"gpu_gres": gres})
+
+
+#: Recorded on the multi-node test Slurm (tests/services/slurm-cluster, Slurm 22.05, memory enforced
+#: by ``JobAcctGatherParams=OverMemoryKill``, no cgroups): an array of two tasks with ``--mem=100``,
+#: task 1 touching 300 MB.  squeue ``-o SQUEUE_FORMAT``, then ``sacct -n -P -o ACCT_FIELDS``.
+OVER_MEMORY_SQUEUE = """\
+263_0|264|263|0|COMPLETED|None|jim.20261122-070000-abcdef01.0|(null)
+263_1|263|263|1|FAILED|JobLaunchFailure|jim.20261122-070000-abcdef01.0|(null)
+"""
+OVER_MEMORY_SACCT = """\
+263_0|264|COMPLETED|0:0|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:20|100M||jim.20261122-070000-abcdef01.0|
+263_0.batch|264.batch|COMPLETED|0:0|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:20||3028K|batch|
+263_1|263|FAILED|0:9|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:19|100M||jim.20261122-070000-abcdef01.0|
+263_1.batch|263.batch|CANCELLED by 0|0:9|2026-11-26T22:33:18|2026-11-26T22:33:18|2026-11-26T22:33:19||322204K|batch|
+"""
+
+
+def test_a_job_killed_for_its_memory_is_out_of_memory_by_its_accounting():
+    """Slurm 22.05 without cgroups records a job killed for its memory as FAILED 0:9 (squeue:
+    JobLaunchFailure); its batch step's MaxRSS over its ReqMem makes it OUT_OF_MEMORY, the job's
+    own fault.  squeue alone says nothing of why (JobLaunchFailure is any script killed by a signal)."""
+    from jim.adapters.slurm import ACCT_FIELDS, over_memory
+    from jim.states import EndCause
+
+    queued = parse_squeue(OVER_MEMORY_SQUEUE)
+    assert queued["263_1"].state is LocalState.FAILED and queued["263_1"].cause is None
+    acct = parse_sacct(OVER_MEMORY_SACCT, {"263_0", "263_1"}, memory=True)
+    assert sorted(acct) == ["263_0", "263_1"]  # the steps' lines are no jobs of their own
+    assert acct["263_1"].state is LocalState.FAILED and acct["263_1"].cause is EndCause.OUT_OF_MEMORY
+    assert acct["263_1"].exit_code == 128 + 9 and acct["263_1"].tag == "20261122-070000-abcdef01.1"
+    assert acct["263_0"].state is LocalState.DONE and acct["263_0"].cause is None
+    assert len(ACCT_FIELDS.split(",")) == OVER_MEMORY_SACCT.splitlines()[0].count("|") + 1
+    # a script killed by a signal within its memory (kill -9 $$: MaxRSS 3244K of 100M) is not
+    assert not over_memory("FAILED", "0:9", "100M", "3244K")
+    assert over_memory("FAILED", "0:9", "1G", "1.5G") and over_memory("FAILED", "0:9", "100Mn", "200M")
+    assert not over_memory("FAILED", "1:0", "100M", "322204K")  # an exit code of its own
+    assert not over_memory("FAILED", "0:9", "", "322204K") and not over_memory("FAILED", "0:9", "4000Mc", "5G")
+    assert not over_memory("COMPLETED", "0:0", "100M", "322204K")
+
+
+def test_the_accounting_reads_the_steps_memory(adapter):
+    argv = adapter.accounting_argv(["263", "270"])
+    assert "-X" not in argv and argv[argv.index("-o") + 1].split(",")[7:9] == ["ReqMem", "MaxRSS"]

@@ -5,6 +5,8 @@
 #   JIM_TEST_SLURM_CLUSTER_STATE    state dir (absolute)     [/var/tmp/jim-test-slurm-cluster]
 #   JIM_TEST_SLURM_CLUSTER_NODES    number of compute nodes (1-50)        [3]
 #   JIM_TEST_SLURM_CLUSTER_CPUS     CPUs declared per node                [8]
+#   JIM_TEST_SLURM_CLUSTER_MEM_PER_CPU  MB declared per CPU (RealMemory is
+#                                   CPUs x this; also DefMemPerCPU)       [1000]
 #   JIM_TEST_SLURM_CLUSTER_NET      first three octets of the /24 on the
 #                                   bridge                                [10.77.0]
 #   JIM_TEST_SLURM_CLUSTER_SLURMD_TIMEOUT  SlurmdTimeout: a silent node is
@@ -27,6 +29,7 @@ export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 STATE="${JIM_TEST_SLURM_CLUSTER_STATE:-/var/tmp/jim-test-slurm-cluster}"
 NNODES="${JIM_TEST_SLURM_CLUSTER_NODES:-3}"
 CPUS="${JIM_TEST_SLURM_CLUSTER_CPUS:-8}"
+MEM_PER_CPU="${JIM_TEST_SLURM_CLUSTER_MEM_PER_CPU:-1000}"
 NET="${JIM_TEST_SLURM_CLUSTER_NET:-10.77.0}"
 SLURMD_TIMEOUT="${JIM_TEST_SLURM_CLUSTER_SLURMD_TIMEOUT:-10}"
 MSG_TIMEOUT="${JIM_TEST_SLURM_CLUSTER_MSG_TIMEOUT:-3}"
@@ -35,6 +38,7 @@ MIN_JOB_AGE="${JIM_TEST_SLURM_CLUSTER_MIN_JOB_AGE:-60}"
 
 case "$STATE" in /*) ;; *) echo "JIM_TEST_SLURM_CLUSTER_STATE must be an absolute path" >&2; exit 2;; esac
 case "$NNODES" in [1-9]|[1-4][0-9]|50) ;; *) echo "JIM_TEST_SLURM_CLUSTER_NODES must be 1-50" >&2; exit 2;; esac
+case "$MEM_PER_CPU" in ''|*[!0-9]*|0*) echo "JIM_TEST_SLURM_CLUSTER_MEM_PER_CPU must be a number of MB" >&2; exit 2;; esac
 case "$NET" in
   *[!0-9.]*|.*|*.|*..*) echo "JIM_TEST_SLURM_CLUSTER_NET must look like 10.77.0" >&2; exit 2;;
 esac

@@ -97,7 +97,7 @@ write_if_changed() {
   if cmp -s "$f.new" "$f"; then rm -f "$f.new"; echo 0; else mv -f "$f.new" "$f"; echo 1; fi
 }
 node_lines="$(for n in "${NODES[@]}"; do
-  echo "NodeName=$n NodeAddr=$(node_addr "$n") NodeHostname=$n CPUs=$CPUS RealMemory=1000 State=UNKNOWN"
+  echo "NodeName=$n NodeAddr=$(node_addr "$n") NodeHostname=$n CPUs=$CPUS RealMemory=$(( CPUS * MEM_PER_CPU )) State=UNKNOWN"
 done)"
 nodelist="$(IFS=,; echo "${NODES[*]}")"
 
@@ -131,12 +131,19 @@ AccountingStorageHost=$CTL_ADDR
 AccountingStoragePort=$DBD_PORT
 AccountingStoragePass=$SOCK
 AccountingStoreFlags=job_comment
-JobAcctGatherType=jobacct_gather/none
+# memory is enforced without cgroups: slurmstepd samples every process of a step each second
+# and kills a step whose memory exceeds its job's --mem (the job ends OUT_OF_MEMORY)
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherParams=OverMemoryKill
+JobAcctGatherFrequency=task=1
 JobCompType=jobcomp/filetxt
 JobCompLoc=$LOGDIR/jobcomp.txt
 SlurmdParameters=config_overrides
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+# CPUs and memory are consumable; a job that asks no memory gets DefMemPerCPU per CPU, so
+# 1-CPU jobs still fill a node CPU by CPU
+SelectTypeParameters=CR_CPU_Memory
+DefMemPerCPU=$MEM_PER_CPU
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0
 MaxJobCount=30000

@@ -30,8 +30,7 @@ def _timed_payload(tmp_path: Path, seconds: float) -> Path:
     (tmp_path / "times").mkdir()
     script = tmp_path / "job.sh"
     script.write_text(
-        f"start=$(date +%s.%N)\nsleep {seconds}\n"
-        f'echo "$start $(date +%s.%N)" > {tmp_path}/times/$JIM_INDEX\n'
+        f'start=$(date +%s.%N)\nsleep {seconds}\necho "$start $(date +%s.%N)" > {tmp_path}/times/$JIM_INDEX\n'
     )
     return script
 
@@ -100,9 +99,7 @@ def test_a_local_job_waiting_for_cores_is_cancelled_cleanly(jim_env, tmp_path):
     script = tmp_path / "job.sh"
     script.write_text(f"touch {tmp_path}/ran.$JIM_INDEX\nexec sleep 300\n")
     job = jim_env.submit(f"&(executable=/bin/sh)(arguments={script})(count=2)")
-    _wait_for(
-        lambda: sorted(_states(jim_env, job)) == ["QUEUED", "RUNNING"], 120, lambda: _states(jim_env, job)
-    )
+    _wait_for(lambda: sorted(_states(jim_env, job)) == ["QUEUED", "RUNNING"], 120, lambda: _states(jim_env, job))
     waiting = next(lj for lj in jim_env.status(job)["localJobs"] if lj["state"] == "QUEUED")
     assert tagged(waiting["tag"]), "the waiting local job has a process of its own"
     out = jim_env.protocol("cancel", "--job-id", job, timeout=300)

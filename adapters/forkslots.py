@@ -54,17 +54,19 @@ class Slots:
     def __init__(self, directory: Path, count: int):
         self.directory, self.count = directory, count
         try:
-            self.own = directory.stat().st_uid == os.getuid()
+            st = directory.stat()
+            self.own = st.st_uid == os.getuid()
+            self.mode = 0o600 if not st.st_mode & 0o077 else 0o444  # (a directory others may enter: theirs to lock too)
         except OSError:
-            self.own = False
+            self.own, self.mode = False, 0o600
 
     def open(self, name: str) -> int | None:
-        """A descriptor of the slot file ``name`` (made, private, in a directory of our own); None when
+        """A descriptor of the slot file ``name`` (made in a directory of our own); None when
         there is none to use (missing in a shared directory, not a regular file, not readable)."""
         path = self.directory / name
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            fd = os.open(path, flags | (os.O_CREAT if self.own else 0), 0o600)
+            fd = os.open(path, flags | (os.O_CREAT if self.own else 0), self.mode)
         except OSError:
             return None
         if not stat.S_ISREG(os.fstat(fd).st_mode):

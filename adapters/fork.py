@@ -32,13 +32,16 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from jim.adapters import forkmemory, forkslots
 from jim.adapters.base import Adapter
 from jim.adapters.model import BatchStatus, Capacity, QueryResult, SubmitChunk
 from jim.adapters.options import AdapterOptions
-from jim.errors import SubmitError
+from jim.errors import ConfigError, SubmitError
+from jim.jobid import local_dir_name
 from jim.proc import spawn_detached
 from jim.safeio import read_regular
 from jim.states import LocalState
@@ -157,12 +160,18 @@ def _start_ticks(pid: int) -> str | None:
     return fields[19].decode() if len(fields) > 19 else None
 
 
+def _argv(pid: int) -> list[bytes]:
+    return (read_regular(f"/proc/{pid}/cmdline", 65536) or b"").split(b"\0")
+
+
 def _is_wrapper(pid: int, wrapper: bytes | None = None) -> bool:
     """True when process ``pid`` is of this uid, leads a session of its own and runs jim's wrapper
-    (``wrapper``: that very file; else any file of that name) as a local job of the fork backend."""
+    (``wrapper``: that very file; else any file of that name) as a local job of the fork backend,
+    or waits for its cores to run it (:mod:`jim.adapters.forkslots`)."""
     if _uids(pid) != (os.getuid(),) * 2 or os.getsid(pid) != pid:
         return False
-    argv = (read_regular(f"/proc/{pid}/cmdline", 65536) or b"").split(b"\0")
+    argv = _argv(pid)
+    argv = forkslots.wrapper_of(argv) or argv
     if len(argv) < 2:
         return False
     return argv[1] == wrapper if wrapper is not None else os.path.basename(argv[1]) == WRAPPER_NAME.encode()
@@ -247,6 +256,24 @@ def _signal_tagged(tags: set[str], signum: int) -> int:
 class ForkOptions(AdapterOptions):
     python: str = ""
     """Interpreter for the wrapper ("": the one jim runs with)."""
+    cores: int = 0
+    """The cores local jobs may hold at once on this host (0: every core jim may use, see
+    :func:`host_capacity`); a local job of c cores waits until c of them are free."""
+    slots: str = ""
+    """The directory of the host's core slots ("": ``fork/slots`` in jim's home, this account's
+    own; see :mod:`jim.adapters.forkslots` for one directory that many accounts share)."""
+    cgroup: str = "/sys/fs/cgroup/jim"
+    """The cgroup v2 under which a local job with a memory limit gets a cgroup of its own, when jim
+    may write there ("": never; the job's resident memory is watched instead)."""
+
+    def check(self) -> None:
+        super().check()
+        if not 0 <= self.cores <= 100_000:
+            raise ConfigError("[batch] cores must be between 0 (the host's) and 100000")
+        for key in ("slots", "cgroup"):
+            value = getattr(self, key)
+            if value and not os.path.isabs(value):
+                raise ConfigError(f"[batch] {key} must be an absolute path, got {value!r}")
 
 
 class ForkAdapter(Adapter):
@@ -262,14 +289,55 @@ class ForkAdapter(Adapter):
     def python(self) -> str:
         return self.options.python or sys.executable
 
+    @property
+    def cores(self) -> int:
+        """The cores local jobs may hold at once (the ``cores`` option, else the host's)."""
+        return self.options.cores or host_capacity().cores
+
+    def slots(self) -> forkslots.Slots:
+        """This host's core slots (the ``slots`` directory, else this account's own in jim's home)."""
+        if self.options.slots:
+            return forkslots.Slots(Path(self.options.slots), self.cores)
+        own = self.home.root / "fork" / "slots"
+        own.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return forkslots.Slots(own, self.cores)
+
+    @property
+    def ended(self) -> Path:
+        """Where the memory watch records the local jobs it stopped (see :mod:`jim.adapters.forkmemory`)."""
+        return self.home.root / "fork" / "ended"
+
+    def _cores_of(self, chunk: SubmitChunk, slots: forkslots.Slots) -> int:
+        """The slots each local job of ``chunk`` holds; a job that could never get them is refused."""
+        usable = slots.usable()
+        cores = usable if chunk.limits.whole_node else chunk.limits.cores
+        if not 1 <= cores <= usable:
+            raise SubmitError(
+                f"a local job of {cores} cores cannot run on this host: the fork backend has {usable} "
+                f"core slot(s) in {slots.directory}",
+                transient=False,
+            )
+        return cores
+
+    def _launcher(self, chunk: SubmitChunk, index: int, slots: forkslots.Slots, cores: int) -> list[str]:
+        scratch = chunk.job_dir / "scratch"
+        wrapper = [*chunk.wrapper_argv(self.python, index=index), "--scratch", str(scratch)]
+        outdir = chunk.outroot / local_dir_name(index, chunk.attempt)
+        launch = forkslots.Launch(
+            slots.directory, slots.count, cores, chunk.limits.memory_mb, self.ended, self.options.cgroup, outdir
+        )
+        return launch.argv(sys.executable, wrapper)
+
     def submit_group(self, chunk: SubmitChunk, group: list[int]) -> dict[int, str]:
         ps = _ps()
         ids: dict[int, str] = {}
         scratch = chunk.job_dir / "scratch"
         scratch.mkdir(mode=0o700, exist_ok=True)
         tags = {s.index: s.tag for s in chunk.jobs}
+        slots = self.slots()
+        cores = self._cores_of(chunk, slots)
         for index in group:
-            argv = [*chunk.wrapper_argv(self.python, index=index), "--scratch", str(scratch)]
+            argv = self._launcher(chunk, index, slots, cores)
             env = dict(os.environ)
             env["JIM_TAG"] = tags[index]
             env.pop("JIM_FAULT", None)
@@ -290,9 +358,24 @@ class ForkAdapter(Adapter):
     def query(self, batch_ids: list[str]) -> QueryResult:
         statuses = {}
         for bid in batch_ids:
-            if _process(bid) is not None:
+            p = _process(bid)
+            if p is None:
+                continue
+            if forkslots.wrapper_of(_argv(p.pid)) is not None:  # (not the wrapper yet: waiting for its cores)
+                statuses[bid] = BatchStatus(LocalState.QUEUED, native="waiting for cores")
+            else:
                 statuses[bid] = BatchStatus(LocalState.RUNNING, native="alive")
         return QueryResult(ok=True, statuses=statuses)
+
+    def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
+        """The local jobs the memory limit stopped (see :mod:`jim.adapters.forkmemory`)."""
+        cgroups = Path(self.options.cgroup) if self.options.cgroup else None
+        found = {}
+        for bid in batch_ids:
+            st = forkmemory.read_record(self.ended, cgroups, bid)
+            if st is not None:
+                found[bid] = st
+        return found
 
     def cancel_units(self, batch_ids: list[str]) -> Sequence[str]:
         return batch_ids
@@ -366,17 +449,9 @@ class ForkAdapter(Adapter):
             return None
 
     def free_slots(self) -> int | None:
-        """This host's CPUs minus the running local jobs of this user (their wrappers: see :func:`_is_wrapper`)."""
-        ps = _ps()
-        running = 0
-        for p in ps.process_iter():
-            try:
-                if _is_wrapper(p.pid) and _environ_tag(p.pid) is not None and p.status() != ps.STATUS_ZOMBIE:
-                    running += 1
-            except (ps.Error, OSError):
-                continue
-        return max(0, host_capacity().cores - running)
+        """The host's core slots that no local job holds now."""
+        return self.slots().free()
 
     def ask_capacity(self) -> Capacity | None:
-        """This host (:func:`host_capacity`), less the cores its running local jobs hold (one each)."""
+        """This host (:func:`host_capacity`), its free cores the core slots no local job holds."""
         return replace(host_capacity(), free_cores=self.free_slots())

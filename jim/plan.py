@@ -113,7 +113,8 @@ def _handler_class(desc: JobDescription) -> type[Handler]:
 
 def check_site_shape(config: Config, shape: Shape) -> None:
     """Where the site describes no queues: the cores within the site's ``max_cores_per_job`` (when
-    set) and, on the fork backend, the shape within this host (its cores, memory and GPUs); else
+    set) and, on the fork backend, the shape within this host (its cores, or the ``[batch] cores``
+    the site gives it, its memory and GPUs); else
     :class:`PlanError` (134) naming what was asked and what there is."""
     most = config.site.max_cores_per_job
     if most and shape.min_cores > most:
@@ -123,8 +124,9 @@ def check_site_shape(config: Config, shape: Shape) -> None:
     from jim.adapters.fork import host_capacity  # (the host's cores, memory and GPUs; cheap)
 
     host = host_capacity()
-    if shape.min_cores > host.cores:
-        raise PlanError(f"{shape.min_cores} cores per local job asked; this host has {host.cores}")
+    cores = int(getattr(config.batch.options, "cores", 0) or 0) or host.cores  # ([batch] cores: the site's)
+    if shape.min_cores > cores:
+        raise PlanError(f"{shape.min_cores} cores per local job asked; this host has {cores}")
     if shape.gpus > host.gpus:
         raise PlanError(f"{shape.gpus} GPU(s) per local job asked; this host has {host.gpus}")
     if shape.memory_mb and host.memory_mb and shape.memory_mb > host.memory_mb:

@@ -173,11 +173,11 @@ def test_condor_free_slots_in_the_ad(ajim):
     assert proc.returncode == 0 and json.loads(proc.stdout)["JimFreeSlots"] is None  # unknown, not an error
 
 
-def test_fork_free_slots_count_running_local_jobs(jim_env, monkeypatch):
-
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(1000)))  # (the cores jim may use)
-    adapter = ForkAdapter(Home(jim_env.home).ensure(), {})
+def test_fork_free_slots_count_running_local_jobs(jim_env):
+    jim_env.config.write_text(jim_env.config.read_text() + '\n[batch]\nadapter = "fork"\ncores = 8\n')
+    adapter = ForkAdapter(Home(jim_env.home).ensure(), {"cores": 8})  # (the core slots no local job holds)
     before = adapter.free_slots()
+    assert before == 8
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=60)(count=3)")
     import time
 

@@ -10,7 +10,7 @@ import pytest
 from jim.errors import GramError, JimError
 from jim.ranges import parse_selection
 
-from support.jimcli import tagged
+from support.jimcli import tagged, write_config
 
 
 def _all_running(jim_env, job: str, n: int, timeout: float = 30) -> dict:
@@ -24,6 +24,7 @@ def _all_running(jim_env, job: str, n: int, timeout: float = 30) -> dict:
 
 
 def test_kill_stops_the_chosen_local_jobs_and_the_others_go_on(jim_env):
+    write_config(jim_env, '[batch]\nadapter = "fork"\ncores = 8\n')  # (4 sleeping local jobs at once)
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=120)(count=4)")
     st = _all_running(jim_env, job, 4)
     tags = {lj["index"]: lj["tag"] for lj in st["localJobs"]}

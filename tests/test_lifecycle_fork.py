@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from support.jimcli import processes_of
+from support.jimcli import processes_of, write_config
 
 MC = (
     '&(executable=/bin/sh)(arguments=-c "echo events $JIM_FIRST_EVENT-$JIM_LAST_EVENT; '
@@ -79,6 +79,7 @@ def test_failing_local_job_fails_grid_job_with_its_exit_code(jim_env):
 
 
 def test_cancel_running_grid_job_leaves_no_process_and_writes_tar(jim_env):
+    write_config(jim_env, '[batch]\nadapter = "fork"\ncores = 8\n')  # (5 sleeping local jobs at once)
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=300)(count=5)")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

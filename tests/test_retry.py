@@ -332,6 +332,7 @@ def test_kill_then_resubmit_one_local_job_with_the_history_in_the_record(rjim, t
         tmp_path,
         f'[ "$JIM_INDEX" = 1 ] && [ "$JIM_ATTEMPT" = 1 ] && sleep 60\nwhile [ ! -e {flag} ]; do sleep 0.1; done\n',
     )
+    rjim.config.write_text(RETRY_CONFIG + '\n[batch]\nadapter = "fork"\ncores = 8\n')  # (3 at once)
     job = rjim.submit(f"&(executable={s})(count=3)")
     rjim.wait_running(job, 3)
     assert rjim.run("kill", f"{job}.1").stdout.strip() == f"{job}.1 CANCELLED"

@@ -64,6 +64,8 @@ else
             extra_env=("SLURM_CONF=$SLURM_CONF")
             printf '\n[batch]\nadapter = "slurm"\npartition = "debug"\ncache_interval = 1.0\n'
             printf 'python = "%s"\ncommand_timeout = 20\n' "$VENV/bin/python"
+        else  # (the fork backend's core slots: more than this small host's, as a test cluster declares)
+            printf '\n[batch]\nadapter = "fork"\ncores = 16\n'
         fi
     } > "$jconf"
     chmod 644 "$jconf"

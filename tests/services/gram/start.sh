@@ -172,7 +172,9 @@ fi
 JIM_CONFIG_FILE=${JIM_GRAM_JIM_CONFIG:-$STATE/jim.toml}
 if [ -z "${JIM_GRAM_JIM_CONFIG:-}" ] && [ ! -s "$JIM_CONFIG_FILE" ]; then
     printf '%s\n' "# jim configuration for the GRAM test site (tests/services/gram/start.sh)" \
-        "[batch]" 'adapter = "fork"' > "$JIM_CONFIG_FILE"
+        "[batch]" 'adapter = "fork"' \
+        "# the fork backend's core slots: more than this small host's, as a test cluster declares" \
+        'cores = 8' > "$JIM_CONFIG_FILE"
 fi
 chmod 644 "$JIM_CONFIG_FILE"
 

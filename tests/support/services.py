@@ -55,9 +55,23 @@ def slurm_env(wait: float = 90.0) -> dict[str, str] | None:
         time.sleep(3)
 
 
+#: The cluster lock's holders in this process (see :func:`cluster_lock`).
+_HELD: list[bool] = []
+
+
 @contextlib.contextmanager
 def cluster_lock(timeout: float = 1800.0) -> Iterator[None]:
-    """Serialize test runs that use the shared test cluster (one of them stops its controller)."""
+    """Serialize test runs that use the shared test cluster (one of them stops its controller).
+
+    Re-entrant within one process: two module-scoped fixtures of one test module may both hold it
+    (an ``flock`` on a second open file would wait for the first for ever)."""
+    if _HELD:
+        _HELD.append(True)
+        try:
+            yield
+        finally:
+            _HELD.pop()
+        return
     SLURM_STATE.mkdir(parents=True, exist_ok=True)
     with open(SLURM_STATE / "tests.lock", "a") as f:
         deadline = time.monotonic() + timeout
@@ -69,7 +83,11 @@ def cluster_lock(timeout: float = 1800.0) -> Iterator[None]:
                 if time.monotonic() > deadline:
                     pytest.fail("another test run holds the Slurm test cluster for too long")
                 time.sleep(1)
-        yield
+        _HELD.append(True)
+        try:
+            yield
+        finally:
+            _HELD.pop()
 
 
 # -- PBS (Slurm's torque wrappers) -------------------------------------------------------

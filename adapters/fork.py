@@ -449,8 +449,18 @@ class ForkAdapter(Adapter):
             return None
 
     def free_slots(self) -> int | None:
-        """The host's core slots that no local job holds now."""
-        return self.slots().free()
+        """The core slots free now: those of the slot directory no local job holds, and no more than
+        the cores less this account's running local jobs (one each: their wrappers, see
+        :func:`_is_wrapper`), which a jim with another home, such as ARC's info step, sees too."""
+        ps = _ps()
+        running = 0
+        for p in ps.process_iter():
+            try:
+                if _is_wrapper(p.pid) and _environ_tag(p.pid) is not None and p.status() != ps.STATUS_ZOMBIE:
+                    running += 1
+            except (ps.Error, OSError):
+                continue
+        return min(self.slots().free(), max(0, self.cores - running))
 
     def ask_capacity(self) -> Capacity | None:
         """This host (:func:`host_capacity`), its free cores the core slots no local job holds."""

@@ -43,7 +43,7 @@ from jim.errors import GramError, InvalidAttribute, InvalidCount
 from jim.jobdesc.limits import MAX_MEMORY_MB, MAX_NUMBER_DIGITS, shown
 from jim.jobdesc.model import JobDescription
 
-__all__ = ["MAX_CORES", "MAX_GPUS", "Shape", "memory_mb", "stated_shape"]
+__all__ = ["MAX_CORES", "MAX_GPUS", "Shape", "memory_mb", "stated_shape", "truth"]
 
 #: The most cores and GPUs one local job may ask for (a node of today is well below both).
 MAX_CORES = 4096
@@ -77,11 +77,6 @@ class Shape:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by", MappingProxyType(dict(self.by)))
-
-    @property
-    def exact(self) -> bool:
-        """Does the job state its cores exactly (no range to choose from)?"""
-        return self.min_cores == self.cores and "cores" in self.by
 
     def with_cores(self, cores: int, by: str) -> Shape:
         """The same shape with ``cores`` cores, chosen by ``by``."""
@@ -179,16 +174,20 @@ def _whole_number(desc: JobDescription, name: str, maximum: int, *, least: int =
     return value
 
 
+def truth(word: str) -> bool | None:
+    """``true``/``yes``/``1`` → True, ``false``/``no``/``0`` → False (any case, blanks ignored); else None."""
+    word = word.strip().lower()
+    return True if word in _TRUE else False if word in _FALSE else None
+
+
 def _flag(desc: JobDescription, name: str) -> bool:
     raw = desc.get(name)
     if raw is None:
         return False
-    word = raw.strip().lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    raise InvalidAttribute(f"{name} must be true or false, got {shown(raw)}")
+    value = truth(raw)
+    if value is None:
+        raise InvalidAttribute(f"{name} must be true or false, got {shown(raw)}")
+    return value
 
 
 def stated_shape(desc: JobDescription) -> Shape:

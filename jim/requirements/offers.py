@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jim.jobdesc.shape import Shape
+from jim.jobdesc.shape import Shape, truth
 from jim.requirements.matching import NoEligibleQueue
 from jim.requirements.resources import ParamValue, Queue
 
@@ -49,9 +49,7 @@ def _number(queue: Queue, name: str) -> int | None:
 def _flag(value: ParamValue | None) -> bool | None:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0"):
-        return value.strip().lower() in ("true", "yes", "1")
-    return None
+    return truth(value) if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)

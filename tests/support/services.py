@@ -1,7 +1,7 @@
 """The real test services (tests/services/*): whether they run, and the environment their commands need.
 
-Slurm (a small cluster of its own), Slurm's PBS/Torque wrappers over it, and a
-Grid Engine cell; each is started by its ``start.sh`` (scripts/test.sh does
+Slurm (a small cluster of its own), Slurm's PBS/Torque wrappers over it, a
+Grid Engine cell and an HTCondor pool (with Condor-G and blahpd); each is started by its ``start.sh`` (scripts/test.sh does
 that as root).  Tests that use the Slurm cluster serialize on
 :func:`cluster_lock` (one of them stops its controller).
 """
@@ -127,3 +127,40 @@ def sge_service_env() -> dict[str, str]:
     """Only the variables the Grid Engine commands need (for the conformance suite)."""
     env = sge_env() or {}
     return {k: env[k] for k in SGE_VARIABLES if k in env}
+
+
+# -- HTCondor (a pool with Condor-G and blahpd, in a trixie chroot) -------------------------
+
+
+HTC_SERVICE = REPO / "tests" / "services" / "htcondor"
+HTC_ROOT = Path(os.environ.get("JIM_TEST_HTC_ROOT", "/var/lib/jim-htcondor/root"))
+HTC_STATE = Path(os.environ.get("JIM_TEST_HTC_STATE", "/var/lib/jim-htcondor/state"))
+HTC_USER = os.environ.get("JIM_TEST_HTC_USER", "jimtest-condor")
+#: jim inside the chroot (what blahpd runs), and the repository mounted there (start.sh)
+HTC_JIM_VENV = Path("/opt/jim-venv")
+HTC_JIM_SRC = Path("/opt/jim-src")
+
+
+def htcondor_env() -> dict[str, str] | None:
+    """What a host-side HTCondor client needs (``CONDOR_CONFIG``), or None when the test pool is not up:
+    its master runs and its collector answers from inside the chroot."""
+    pid_file, client = HTC_STATE / "master.pid", HTC_STATE / "condor_config.client"
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return None
+    if not client.exists():
+        return None
+    try:
+        p = subprocess.run(
+            ["chroot", str(HTC_ROOT), "condor_status", "-af", "Name"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"CONDOR_CONFIG": str(client)} if p.returncode == 0 and p.stdout.strip() else None
+
+
+def in_htcondor_root(*argv: str, user: str | None = None, timeout: float = 120, **kw: object):
+    """Run a command inside the pool's chroot (as ``user`` through runuser, else as root)."""
+    cmd = ["chroot", str(HTC_ROOT), *(["runuser", "-u", user, "--"] if user else []), *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]

@@ -71,6 +71,25 @@ class AdapterConformance:
         """Remove one local job from the batch system the way an admin would (no wrapper flush)."""
         raise NotImplementedError
 
+    def make_jim(self, jim_env: Jim) -> Jim:
+        """The jim the suite drives (default: this process's, with ``jim_env``'s home and config)."""
+        return jim_env
+
+    def scratch(self, cjim: Jim, tmp_path: Path) -> Path:
+        """A directory the local jobs can write to and this process can read (a ledger, a shim)."""
+        return tmp_path
+
+    def break_query(self, cjim: Jim, scratch: Path) -> None:
+        """Make the status query of a monitor started with ``cjim.env`` fail (default: ``query_command``
+        replaced by a script that prints ``query_failure_text`` and fails, first on PATH)."""
+        assert self.query_command is not None
+        shim = scratch / "shim"
+        shim.mkdir()
+        broken = shim / self.query_command
+        broken.write_text(f"#!/bin/sh\necho '{self.query_failure_text}' >&2\nexit 1\n")
+        broken.chmod(broken.stat().st_mode | stat.S_IEXEC)
+        cjim.env["PATH"] = f"{shim}:{cjim.env['PATH']}"
+
     def submission_of(self, batch_id: str) -> str:
         """The submission (job array, cluster ...) a local job's batch id belongs to."""
         return re.split(r"[._\[]", batch_id, maxsplit=1)[0]
@@ -79,6 +98,7 @@ class AdapterConformance:
     @pytest.fixture
     def cjim(self, jim_env):
         require_service(self.service_available(), f"the {self.adapter} batch system")
+        jim_env = self.make_jim(jim_env)
         jim_env.env.update(self.service_env())
         jim_env.config.write_text(
             FAST_CONFIG.replace("lost_grace = 5.0", "lost_grace = 8.0")
@@ -173,7 +193,7 @@ class AdapterConformance:
         assert os.path.exists(st["outputTar"])
 
     def test_interrupted_submit_is_reconciled_by_tag(self, cjim, tmp_path):
-        ledger = tmp_path / "ledger"
+        ledger = self.scratch(cjim, tmp_path) / "ledger"
         ledger.write_text("")
         ledger.chmod(0o666)
         job = cjim.submit(
@@ -186,16 +206,11 @@ class AdapterConformance:
         assert ran == list(range(8)), f"local jobs run: {ran}\n{cjim.run('status', job).stdout}"
 
     def test_query_failure_is_no_news_and_degrades(self, cjim, tmp_path):
-        if self.query_command is None:
+        if self.query_command is None and type(self).break_query is AdapterConformance.break_query:
             pytest.skip(f"the {self.adapter} status query cannot fail")
         job = cjim.submit("&(executable=/bin/sleep)(arguments=60)(count=2)")
         self._running(cjim, job, 2, self.turnaround)
-        shim = tmp_path / "shim"
-        shim.mkdir()
-        broken = shim / self.query_command
-        broken.write_text(f"#!/bin/sh\necho '{self.query_failure_text}' >&2\nexit 1\n")
-        broken.chmod(broken.stat().st_mode | stat.S_IEXEC)
-        # a monitor that sees the broken command: restart it with the shim first on PATH
+        # a monitor that sees the broken query: restart it with the environment that breaks it
         for p in processes_of(cjim.home):
             try:
                 if "_monitor" in " ".join(p.cmdline()):
@@ -203,7 +218,7 @@ class AdapterConformance:
                     p.wait(5)
             except psutil.Error:  # it ended meanwhile
                 pass
-        cjim.env["PATH"] = f"{shim}:{cjim.env['PATH']}"
+        self.break_query(cjim, self.scratch(cjim, tmp_path))
         (Path(cjim.home) / "cache").mkdir(exist_ok=True)
         for f in (Path(cjim.home) / "cache").glob(f"{self.adapter}-status.*"):
             f.unlink()

@@ -44,7 +44,12 @@ max_attempts = 1
 
 
 class Jim:
-    """Runs the real ``jim`` command with a private home and config."""
+    """Runs the real ``jim`` command with a private home and config.
+
+    By default as this process, with this interpreter and environment.  :meth:`as_account` makes it
+    another account's jim: ``python`` (an installed jim every account can run) as ``uid``/``gid``
+    with no other group, from ``cwd``, with only the environment given (no shell).
+    """
 
     def __init__(self, home: Path, config: Path):
         self.home = home
@@ -52,13 +57,30 @@ class Jim:
         self.env = dict(os.environ)
         self.env.update({"JIM_HOME": str(home), "JIM_CONFIG": str(config)})
         self.env.pop("JIM_FAULT", None)
+        self.python = sys.executable
+        self.account: tuple[int, int] | None = None
+        self.cwd: str | None = None
+
+    def as_account(self, uid: int, gid: int, python: str, env: dict[str, str], cwd: str) -> Jim:
+        """This jim, run as another account (see the class docstring); ``env`` replaces the environment."""
+        self.account, self.python, self.cwd = (uid, gid), python, cwd
+        self.env = {**env, "JIM_HOME": str(self.home), "JIM_CONFIG": str(self.config)}
+        return self
 
     def run(self, *args: str, env: dict | None = None, timeout: float = 60, input: str | None = None):
         e = dict(self.env)
         if env:
             e.update(env)
+        who = {} if self.account is None else {"user": self.account[0], "group": self.account[1], "extra_groups": []}
         return subprocess.run(
-            [sys.executable, "-m", "jim", *args], capture_output=True, text=True, env=e, timeout=timeout, input=input
+            [self.python, "-m", "jim", *args],
+            capture_output=True,
+            text=True,
+            env=e,
+            timeout=timeout,
+            input=input,
+            cwd=self.cwd,
+            **who,
         )
 
     def protocol(self, *args: str, **kw) -> dict[str, str]:

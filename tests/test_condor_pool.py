@@ -58,7 +58,9 @@ class TestCondorPoolConformance(AdapterConformance):
     def break_query(self, cjim, scratch):
         """The monitor's client configuration names a collector on a port nothing listens on."""
         dead = scratch / "condor_config.dead"
-        dead.write_text("CONDOR_HOST = 127.0.0.1\nCOLLECTOR_HOST = 127.0.0.1:9\nSEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS\n")
+        dead.write_text(
+            "CONDOR_HOST = 127.0.0.1\nCOLLECTOR_HOST = 127.0.0.1:9\nSEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS\n"
+        )
         self.account.own(dead, 0o644)
         cjim.env["CONDOR_CONFIG"] = str(dead)
 

@@ -1,0 +1,130 @@
+"""The ``condor`` adapter on the real HTCondor test pool, beyond the conformance suite.
+
+jim runs as the unprivileged test account, from ``/root`` (see ``support/condor_pool.py``).
+What is checked here is what only a real schedd shows: the job ad's initial
+directory, real exit codes and hold reasons, the history after a job left the
+queue, jim's hold timeout, the number of queries the schedd really serves, and
+a lost submit answer reconciled by tag against the schedd's own records.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from support.condor_pool import JOB_PYTHON, Account, AccountAdapter, pool_env, schedd_ads
+from support.env import require_service
+from support.jimcli import FAST_CONFIG, Jim
+from support.services import HTC_ROOT, HTC_USER, in_htcondor_root
+
+pytestmark = pytest.mark.htcondor
+
+SCHEDLOG = HTC_ROOT / "var" / "log" / "condor" / "SchedLog"
+
+
+@pytest.fixture
+def account():
+    env = pool_env()
+    require_service(env is not None, "the HTCondor test pool (tests/services/htcondor/start.sh)")
+    assert env is not None
+    acct = Account(env)
+    acct.jims = []
+    yield acct
+    acct.cleanup(*acct.jims)
+
+
+def pool_jim(account: Account, extra: str = "", cache_interval: float = 1.0, monitor: str = "") -> Jim:
+    """A jim of the account on the pool; ``monitor``: more lines of its ``[monitor]`` table."""
+    jim = account.jim()
+    account.jims.append(jim)
+    jim.config.write_text(
+        FAST_CONFIG.replace("idle_exit = 5.0\n", f"idle_exit = 5.0\n{monitor}\n")
+        + f'\n[batch]\nadapter = "condor"\npython = "{JOB_PYTHON}"\ncache_interval = {cache_interval}\n'
+        + extra
+    )
+    return jim
+
+
+def wait_for(what: str, check, timeout: float = 120.0, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout:g} s: {what}")
+
+
+def cluster_of(batch_id: str) -> int:
+    return int(batch_id.split(".")[0])
+
+
+def test_initial_directory_is_the_job_directory_whatever_the_cwd(account):
+    jim = pool_jim(account)
+    assert jim.cwd == "/root"
+    assert account.run(["ls", "/root"]).returncode != 0, "the account can read /root: the test proves nothing"
+    job = jim.submit("&(executable=/bin/true)(count=2)")
+    assert jim.wait(job, timeout=120)["JOB_STATE"] == "DONE", jim.run("status", job).stdout
+    ids = [lj["batchId"] for lj in jim.status(job)["localJobs"]]
+    ads = wait_for(
+        "both jobs in the history",
+        lambda: (
+            (a := schedd_ads(f"ClusterId == {cluster_of(ids[0])}", "Iwd", "ProcId", history=True)) and len(a) == 2 and a
+        ),
+    )
+    assert {ad["Iwd"] for ad in ads} == {str(jim.home / "jobs" / job)}
+
+
+def test_exit_code_and_the_history(account):
+    jim = pool_jim(account)
+    job = jim.submit('&(executable=/bin/sh)(arguments=-c "exit 3")(count=1)')
+    out = jim.wait(job, timeout=120)
+    assert out["JOB_STATE"] == "FAILED" and out.get("EXIT_CODE") == "3", out
+    lj = jim.status(job)["localJobs"][0]
+    assert lj["state"] == "FAILED" and lj["exitCode"] == 3, lj
+    bid = lj["batchId"]
+    # once the job left the queue, the history says how it ended, and nothing about an unknown job
+    wait_for("the job left the queue", lambda: not schedd_ads(f"ClusterId == {cluster_of(bid)}", "ClusterId"))
+    acct = AccountAdapter(account, jim).accounting([bid, "99999999.0"])
+    assert list(acct) == [bid]
+    st = acct[bid]
+    assert (st.state.value, st.exit_code, st.evidence.value, st.tag) == ("FAILED", 3, "accounting", lj["tag"]), st
+    assert st.host, st
+
+
+def test_a_hold_is_recorded_and_ends_after_held_timeout(account):
+    timeout = 20
+    jim = pool_jim(account, monitor=f"held_timeout = {timeout}")
+    job = jim.submit("&(executable=/bin/sleep)(arguments=300)(count=2)")
+    st = jim.wait_running(job, 2, timeout=120)
+    bid = st["localJobs"][0]["batchId"]
+    held = in_htcondor_root("condor_hold", bid, user=HTC_USER)
+    assert held.returncode == 0, held.stderr
+    t_held = time.monotonic()
+
+    def state_of_first():
+        jim.poll(job)
+        return jim.status(job)["localJobs"][0]
+
+    lj = wait_for("HELD recorded", lambda: (x := state_of_first())["state"] == "HELD" and x, timeout=60)
+    assert "condor_hold" in lj["reason"] and "HoldReasonCode 1" in lj["reason"], lj
+    assert jim.poll(job)["JOB_STATE"] in ("ACTIVE", "SUSPENDED")
+    # past held_timeout jim cancels it (docs/batch-systems.md), the hold's reason kept
+    lj = wait_for(
+        "cancelled after held_timeout",
+        lambda: (x := state_of_first())["state"] == "CANCELLED" and x,
+        timeout=timeout + 60,
+    )
+    assert time.monotonic() - t_held >= timeout - 1
+    assert "cancelled by jim" in lj["reason"] and "condor_hold" in lj["reason"], lj
+    wait_for(
+        "the held job left the queue",
+        lambda: not schedd_ads(f"ClusterId == {cluster_of(bid)} && ProcId == 0", "ClusterId"),
+        timeout=60,
+    )
+    other = jim.status(job)["localJobs"][1]
+    assert other["state"] == "RUNNING", other
+    jim.protocol("cancel", "--job-id", job)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -128,3 +127,67 @@ def test_a_hold_is_recorded_and_ends_after_held_timeout(account):
     other = jim.status(job)["localJobs"][1]
     assert other["state"] == "RUNNING", other
     jim.protocol("cancel", "--job-id", job)
+
+
+def schedd_queries(since: int) -> list[str]:
+    """The job queries the schedd served for the test account since byte ``since`` of its log
+    (the pool logs D_COMMAND: one line per QUERY_JOB_ADS, with who asked)."""
+    with open(SCHEDLOG, "rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    return [ln for ln in text.splitlines() if "(QUERY_JOB_ADS)" in ln and f"from {HTC_USER}@" in ln]
+
+
+def test_one_schedd_query_per_interval_for_all_of_a_users_jobs(account):
+    """Three grid jobs, their monitor and a client polling each as fast as it can: the schedd serves
+    at most one query per ``cache_interval`` for all of them (counted in the SchedLog; other tests of
+    the account may add a few: the bound is far below what one query per poll would give)."""
+    interval, window = 3.0, 15.0
+    jim = pool_jim(account, cache_interval=interval)
+    jobs = [jim.submit("&(executable=/bin/sleep)(arguments=120)(count=2)") for _ in range(3)]
+    for job in jobs:  # (queued or running: the pool has 4 CPUs, other tests may use some)
+        wait_for(f"{job} in the pool", lambda j=job: all(lj["batchId"] for lj in jim.status(j)["localJobs"]))
+    start, polls = SCHEDLOG.stat().st_size, 0
+    deadline = time.monotonic() + window
+    while time.monotonic() < deadline:
+        for job in jobs:
+            assert jim.poll(job)["JOB_STATE"] in ("ACTIVE", "PENDING")
+            polls += 1
+    queries = schedd_queries(start)
+    bound = window / interval + 2
+    assert polls > 2 * bound, f"only {polls} polls: the test is too slow to show anything"
+    assert len(queries) <= bound, f"{len(queries)} schedd queries in {window:g} s ({polls} polls):\n" + "\n".join(
+        queries
+    )
+    print(
+        f"{polls} polls of 3 grid jobs in {window:g} s: {len(queries)} schedd queries (cache_interval {interval:g} s)"
+    )
+    for job in jobs:
+        jim.protocol("cancel", "--job-id", job)
+
+
+def test_a_lost_submit_answer_is_reconciled_against_the_schedd(account):
+    """The worker dies right after the schedd took the cluster: the next worker finds the jobs by their
+    tag in the real queue, records their batch ids, and submits nothing twice."""
+    jim = pool_jim(account)
+    ledger = account.mkdir("scratch") / "ledger"
+    ledger.write_text("")
+    ledger.chmod(0o666)
+    job = jim.submit(
+        f'&(executable=/bin/sh)(arguments=-c "echo $JIM_INDEX >> {ledger}")(count=6)',
+        env={"JIM_FAULT": "worker-after-submit"},
+    )
+    assert jim.wait(job, timeout=180)["JOB_STATE"] == "DONE", jim.run("status", job).stdout
+    assert sorted(int(x) for x in ledger.read_text().split()) == list(range(6))
+    log = (jim.home / "log" / "jim.log").read_text()
+    assert re.search(r"reconciled 6 local jobs found by tag", log), log[-3000:]
+    ids = [lj["batchId"] for lj in jim.status(job)["localJobs"]]
+    clusters = {cluster_of(b) for b in ids}
+    assert len(clusters) == 1, ids
+    # the schedd holds one cluster of this grid job, of six procs: nothing was submitted twice
+    ads = wait_for(
+        "the cluster in the history",
+        lambda: (a := schedd_ads(f'JimGridJob == "{job}"', "ClusterId", "ProcId", history=True)) and len(a) >= 6 and a,
+    )
+    (cluster,) = clusters
+    assert sorted((ad["ClusterId"], ad["ProcId"]) for ad in ads) == [(cluster, p) for p in range(6)]

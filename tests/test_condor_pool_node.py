@@ -7,6 +7,7 @@ account (see ``support/condor_pool.py``).
 
 from __future__ import annotations
 
+import calendar
 import os
 import signal
 import time
@@ -73,7 +74,7 @@ def test_a_startd_killed_under_running_local_jobs(account):
         time.sleep(0.5)
     assert out["JOB_STATE"] == "DONE", f"{trail}\n{jim.run('status', job).stdout}"
     assert set(trail) == set(ids), trail  # the same batch ids throughout
-    for bid, seen in trail.items():  # running, perhaps queued again, running, then the only end: DONE
+    for seen in trail.values():  # running, perhaps queued again, running, then the only end: DONE
         assert seen[0] == "RUNNING" and seen[-1] == "DONE" and set(seen[1:-1]) <= {"QUEUED", "RUNNING"}, trail
     final = jim.status(job)["localJobs"]
     for lj in final:
@@ -81,9 +82,10 @@ def test_a_startd_killed_under_running_local_jobs(account):
         assert lj["evidence"] == "wrapper-exit-file" and lj["exitCode"] == 0, lj
     # the exit-code file is the second run's: the first died with its starter, before its 30 s
     ended = [lj["ended"] for lj in final]
-    assert all(
-        time.mktime(time.strptime(e[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone >= killed + lease - 2 for e in ended
-    ), (ended, killed)
+    assert all(calendar.timegm(time.strptime(e[:19], "%Y-%m-%dT%H:%M:%S")) >= killed + lease - 2 for e in ended), (
+        ended,
+        killed,
+    )
     # and the schedd says so: each job started twice (a re-run, not a second submission)
     ads = schedd_ads(f"ClusterId == {cluster}", "ProcId", "NumShadowStarts", "JobStatus", history=True)
     assert sorted(ad["ProcId"] for ad in ads) == [0, 1, 2], ads

@@ -131,6 +131,16 @@ def all_queued(home: Path, job_id: str, timeout: float = 1800) -> bool:
     return False
 
 
+def queued(job_id: str) -> int:
+    """How many jobs of this grid job the schedd holds (asked as an admin inside the chroot)."""
+    p = subprocess.run(
+        ["chroot", str(ROOT), "condor_q", "-allusers", "-constraint", f'JimGridJob == "{job_id}"', "-af", "ProcId"],
+        capture_output=True,
+        text=True,
+    )
+    return len(p.stdout.split())
+
+
 def schedd_queries(since: int) -> int:
     with open(SCHEDLOG, "rb") as f:
         f.seek(since)
@@ -182,6 +192,8 @@ def b1(b: Bench, sizes: list[int], cache_interval: float) -> dict[str, dict[str,
         row["jim submit returns s"] = round(time.perf_counter() - t, 3)
         assert all_queued(home, job_id)
         row["jim until all queued s"] = round(time.perf_counter() - t, 3)
+        row["in the queue (condor_q)"] = queued(job_id)
+        assert row["in the queue (condor_q)"] == n, row
         row["jim overhead over bare submit s"] = round(
             row["jim until all queued s"] - row["bare Schedd.submit(count=N) s"], 3
         )

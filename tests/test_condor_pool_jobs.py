@@ -97,6 +97,8 @@ def test_exit_code_and_the_history(account):
 def test_a_hold_is_recorded_and_ends_after_held_timeout(account):
     timeout = 20
     jim = pool_jim(account, monitor=f"held_timeout = {timeout}")
+    # retries allowed: a hold past held_timeout is still no reason for another attempt (jim cancelled it)
+    jim.config.write_text(jim.config.read_text().replace("max_attempts = 1", "max_attempts = 2"))
     job = jim.submit("&(executable=/bin/sleep)(arguments=300)(count=2)")
     st = jim.wait_running(job, 2, timeout=120)
     bid = st["localJobs"][0]["batchId"]
@@ -124,6 +126,8 @@ def test_a_hold_is_recorded_and_ends_after_held_timeout(account):
         lambda: not schedd_ads(f"ClusterId == {cluster_of(bid)} && ProcId == 0", "ClusterId"),
         timeout=60,
     )
+    lj = jim.status(job)["localJobs"][0]  # (after the removal: no other attempt was planned meanwhile)
+    assert lj["state"] == "CANCELLED" and lj["attempt"] == 1 and len(lj["attempts"]) == 1, lj
     other = jim.status(job)["localJobs"][1]
     assert other["state"] == "RUNNING", other
     jim.protocol("cancel", "--job-id", job)

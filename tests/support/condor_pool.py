@@ -29,7 +29,7 @@ from typing import Any
 from jim.adapters.model import BatchStatus, QueryResult
 
 from support.jimcli import Jim, kill_all
-from support.services import HTC_ROOT, HTC_USER, htcondor_env, in_htcondor_root
+from support.services import HTC_ROOT, HTC_STATE, HTC_USER, htcondor_env, in_htcondor_root
 
 #: the jim the account runs (start.sh installs this repository there; JIM_TEST_HTC_PYTHON: another venv)
 PYTHON = os.environ.get("JIM_TEST_HTC_PYTHON", "/opt/jim-test-venv/bin/python")
@@ -145,8 +145,15 @@ class AccountAdapter:
         return {b: BatchStatus.from_json(v) for b, v in self._ask("accounting", batch_ids)["statuses"].items()}
 
 
-def pool_env() -> dict[str, str] | None:
-    return htcondor_env()
+def pool_env(wait: float = 60.0) -> dict[str, str] | None:
+    """:func:`htcondor_env`, asked again for ``wait`` seconds while it says no (a busy pool's
+    collector or schedd may refuse one query: the tests of several users share it)."""
+    deadline = time.monotonic() + wait
+    while True:
+        env = htcondor_env()
+        if env is not None or time.monotonic() >= deadline or not (HTC_STATE / "master.pid").exists():
+            return env
+        time.sleep(2)
 
 
 def admin(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -158,11 +165,11 @@ def admin(*argv: str) -> subprocess.CompletedProcess[str]:
 def schedd_ads(constraint: str, *attrs: str, history: bool = False) -> list[dict[str, Any]]:
     """Job ads (queue, or history) matching ``constraint``, as JSON, read by an admin."""
     argv = ["condor_history"] if history else ["condor_q", "-allusers"]
-    for _ in range(5):  # (a schedd busy with a reconfiguration may refuse one query)
+    for _ in range(30):  # (a busy schedd may refuse a query now and then: the tests of several users share it)
         p = admin(*argv, "-constraint", constraint, "-json", *(["-attributes", ",".join(attrs)] if attrs else []))
         if p.returncode == 0:
             break
-        time.sleep(1)
+        time.sleep(2)
     assert p.returncode == 0, p.stderr
     out: list[dict[str, Any]] = json.loads(p.stdout) if p.stdout.strip() else []
     return out

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from support.condor_pool import JOB_PYTHON, Account, AccountAdapter, pool_env, schedd_ads
+from support.condor_pool import JOB_PYTHON, Account, AccountAdapter, admin, pool_env, schedd_ads
 from support.env import require_service
 from support.jimcli import FAST_CONFIG, Jim
-from support.services import HTC_ROOT, HTC_USER, in_htcondor_root
+from support.services import HTC_ROOT, HTC_USER
 
 pytestmark = pytest.mark.htcondor
 
@@ -102,7 +102,7 @@ def test_a_hold_is_recorded_and_ends_after_held_timeout(account):
     job = jim.submit("&(executable=/bin/sleep)(arguments=300)(count=2)")
     st = jim.wait_running(job, 2, timeout=120)
     bid = st["localJobs"][0]["batchId"]
-    held = in_htcondor_root("condor_hold", bid, user=HTC_USER)
+    held = admin("condor_hold", bid, user=HTC_USER)
     assert held.returncode == 0, held.stderr
     t_held = time.monotonic()
 

@@ -16,6 +16,7 @@ time), :func:`schedd_ads` reads job ads as an admin inside the chroot.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,27 +147,44 @@ class AccountAdapter:
         return {b: BatchStatus.from_json(v) for b, v in self._ask("accounting", batch_ids)["statuses"].items()}
 
 
+@contextlib.contextmanager
+def _own_condor_config() -> Iterator[None]:
+    """This process's environment without the ``CONDOR_CONFIG=/dev/null`` that importing the htcondor2
+    bindings leaves there when none was set: the chroot's commands would read that instead of their
+    own configuration and fail ("Error: (null)")."""
+    planted = os.environ.get("CONDOR_CONFIG") == "/dev/null"
+    if planted:
+        del os.environ["CONDOR_CONFIG"]
+    try:
+        yield
+    finally:
+        if planted:
+            os.environ["CONDOR_CONFIG"] = "/dev/null"
+
+
 def pool_env(wait: float = 60.0) -> dict[str, str] | None:
     """:func:`htcondor_env`, asked again for ``wait`` seconds while it says no (a busy pool's
     collector or schedd may refuse one query: the tests of several users share it)."""
     deadline = time.monotonic() + wait
     while True:
-        env = htcondor_env()
+        with _own_condor_config():
+            env = htcondor_env()
         if env is not None or time.monotonic() >= deadline or not (HTC_STATE / "master.pid").exists():
             return env
         time.sleep(2)
 
 
-def admin(*argv: str) -> subprocess.CompletedProcess[str]:
-    """An HTCondor command as root inside the chroot (an administrator of the pool)."""
-    p: subprocess.CompletedProcess[str] = in_htcondor_root(*argv)
+def admin(*argv: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
+    """An HTCondor command inside the chroot, as root (an administrator of the pool) or as ``user``."""
+    env = {k: v for k, v in os.environ.items() if k != "CONDOR_CONFIG"}  # (the chroot's own configuration)
+    p: subprocess.CompletedProcess[str] = in_htcondor_root(*argv, user=user, env=env)
     return p
 
 
 def schedd_ads(constraint: str, *attrs: str, history: bool = False) -> list[dict[str, Any]]:
     """Job ads (queue, or history) matching ``constraint``, as JSON, read by an admin."""
     argv = ["condor_history"] if history else ["condor_q", "-allusers"]
-    for _ in range(30):  # (a busy schedd may refuse a query now and then: the tests of several users share it)
+    for _ in range(5):  # (a busy schedd may refuse a query now and then: the tests of several users share it)
         p = admin(*argv, "-constraint", constraint, "-json", *(["-attributes", ",".join(attrs)] if attrs else []))
         if p.returncode == 0:
             break

@@ -29,7 +29,9 @@ def main(argv: list[str]) -> int:
     """``jim blah-install ...`` or ``jim blah-<step> ...`` (``argv[0]`` is the command)."""
     command, rest = argv[0], argv[1:]
     if command not in (*STEP_COMMANDS, "blah-install"):
-        print(f"jim: unknown command {command[:80]!r} (BLAH's: blah-install, {', '.join(STEP_COMMANDS)})", file=sys.stderr)
+        print(
+            f"jim: unknown command {command[:80]!r} (BLAH's: blah-install, {', '.join(STEP_COMMANDS)})", file=sys.stderr
+        )
         return 2
     if command == "blah-install":
         from jim.blah.install import main as install_main  # (lazy: the installer is an admin's command)

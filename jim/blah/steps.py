@@ -11,7 +11,7 @@ home are the account's own (``$JIM_CONFIG`` when ``blah.config`` names
   through jim's normal path (:func:`jim.submit.submit`: the same checks as
   ``jim submit``; a refused description records nothing) and prints
   ``BLAHP_JOBID_PREFIXjim/<id>``.  A refusal is jim's one-line reason on
-  stdout and stderr, exit status 1: the gridmanager puts it in the job's
+  stdout, exit status 1: the gridmanager puts it in the job's
   ``HoldReason``.
 * **cancel** is ``jim cancel`` (every local job stopped, outputs gathered).
 * **hold** and **resume**: jim cannot suspend a grid job and resume it later,
@@ -125,6 +125,5 @@ def run(step: str, argv: list[str]) -> int:
     if step == "blah-ping":
         print(f"1 {reason}")
         return 0
-    print(reason)
-    print(f"jim {step[5:]}: {reason}", file=sys.stderr)
+    print(reason)  # (blahpd puts stdout and stderr both into the hold reason: once is enough)
     return 1

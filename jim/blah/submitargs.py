@@ -214,9 +214,7 @@ def to_description(
         extra.setdefault(name, values)
     for name, values in extra.items():
         if name in attrs:
-            raise InvalidAttribute(
-                f"jim attribute {shown(name)} is set by the job itself; it may not be a JIM_ variable"
-            )
+            raise InvalidAttribute(f"jim attribute {shown(name)} comes from the job's own options, not a JIM_ variable")
         attrs[name] = values
     attrs.setdefault("outputtar", [DEFAULT_OUTPUT_TAR])  # (relative: in the job's working directory)
     source = json.dumps({"options": request.options, "arguments": request.arguments}, sort_keys=True)

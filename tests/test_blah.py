@@ -49,6 +49,12 @@ def test_condor_g_options_map_to_jim_attributes():
     assert desc.source_format == "blah" and "/DC=org/CN=Jim User" in desc.source_text
 
 
+def test_blahpds_wordexp_escapes_are_taken_off():
+    """Condor-G's ``arguments = "a(b) 'c&d e'"`` reaches the script as ``"a\\(b\\)" "c\\&d e"`` (measured)."""
+    desc = describe("-c", "/bin/true", "-w", "/tmp", "--", '"a\\(b\\)" "c\\&d e"')
+    assert desc.attrs["arguments"] == ["a(b)", "c&d e"]
+
+
 def test_site_attributes_win_over_the_jobs_environment():
     desc = describe("-c", "/bin/true", "-w", "/tmp", "-V", '"JIM_EVENTS=5"', site=[("JIM_EVENTS", "7")])
     assert desc.get("events") == "7"

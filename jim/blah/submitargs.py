@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import getopt
 import json
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ MAX_WORDS = 4096
 MAX_DIGITS = 9
 #: The output tar written into the job's working directory when no JIM_OUTPUTTAR names one.
 DEFAULT_OUTPUT_TAR = "jim-output.tar.gz"
+#: What blahpd's ConvertArgs escapes for wordexp, inside double quotes where the backslash stays.
+_BLAHPD_ESCAPE = re.compile(r"\\([()&])")
 #: ``JIM_<NAME>`` names that mean ``jimtype``.
 _ALIASES = {"JOBTYPE": "jimtype", "JIMTYPE": "jimtype", "TYPE": "jimtype"}
 
@@ -102,11 +105,14 @@ def read(argv: list[str]) -> SubmitRequest:
 
 
 def _words(text: str, what: str) -> list[str]:
-    """The words of blahpd's quoted list (``"a" "b c"``), read as ``sh`` would split them, never run."""
+    """The words of blahpd's quoted list (``"a" "b c"``), read as ``sh`` would split them, never run.
+
+    blahpd puts a backslash before ``(``, ``)`` and ``&`` (for its ``wordexp``), which stays inside
+    the double quotes: it is taken off again (measured: ``a(b)`` arrives as ``a\\(b\\)``)."""
     if not text.strip():
         return []
     try:
-        return shlex.split(text)
+        return [_BLAHPD_ESCAPE.sub(r"\1", w) for w in shlex.split(text)]
     except ValueError as e:
         raise BlahArgumentError(f"{what} do not parse ({e}): {shown(text)}") from None
 

@@ -228,3 +228,35 @@ def test_shims_run_jim_with_blahpds_words_untouched(tmp_path: Path):
     assert done.stdout.splitlines() == ["blah-submit", *words, "JIM_CONFIG=/etc/jim/blah.toml"]
     assert not (tmp_path / "pwned").exists()
     assert os.access(libexec / "jim_status.sh", os.X_OK)
+
+
+@pytest.mark.parametrize("step", ["blah-hold", "blah-resume"])
+def test_hold_and_resume_fail_with_one_line(step, capsys):
+    from jim.blah.steps import run
+
+    assert run(step, ["jim/20260101-000000-00000001"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "jim cannot" in out
+
+
+def test_ping_answers_once_jim_runs(capsys, monkeypatch):
+    from jim.blah.steps import run
+
+    monkeypatch.setenv("JIM_CONFIG", "/nonexistent/jim.toml")
+    assert run("blah-ping", []) == 0 and capsys.readouterr().out == "0 No error\n"
+
+
+def test_a_refused_submit_prints_jims_reason_and_records_nothing(tmp_path: Path, capsys, monkeypatch):
+    from jim.blah.steps import run
+
+    home = tmp_path / "home"
+    config = tmp_path / "jim.toml"
+    config.write_text(f'[jim]\nhome = "{home}"\n[batch]\nadapter = "fork"\n')
+    monkeypatch.setenv("JIM_CONFIG", str(config))
+    monkeypatch.delenv("JIM_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    argv = ["-c", "/bin/true", "-w", str(tmp_path), "-V", '"JIM_JOBTYPE=nosuchtype"']
+    assert run("blah-submit", argv) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "unknown job type 'nosuchtype'" in out
+    assert not list((home / "db").glob("*.xml")) if (home / "db").exists() else True

@@ -56,10 +56,13 @@ def blah_jim() -> str:
         subprocess.run(["chmod", "-R", "a+rX", str(src)], check=True)
     done = in_htcondor_root(str(src / "tests/services/lib/jim-venv.sh"), str(venv), "/var/log/jim-venv", timeout=600)
     assert done.returncode == 0, done.stderr
-    jim = str(venv / "bin" / "jim")
+    return str(venv / "bin" / "jim")
+
+
+def _blah_install(jim: str) -> None:
+    """(Again before every test: the chroot's BLAH installation is shared by everything that uses the pool.)"""
     done = in_htcondor_root(jim, "blah-install", "--jim-command", jim, "--force")
     assert done.returncode == 0, done.stderr
-    return jim
 
 
 class Account:
@@ -136,6 +139,7 @@ class Account:
 
 @pytest.fixture
 def account(blah_jim: str) -> Account:
+    _blah_install(blah_jim)
     made = subprocess.run(
         ["runuser", "-u", HTC_USER, "--", "mktemp", "-d", "/tmp/jim-blah.XXXXXX"],
         capture_output=True,

@@ -3,8 +3,10 @@
 :func:`parser` builds the parser of one command (building them all costs
 about 20 ms, which ``jim submit`` does without) or, for ``jim --help`` and a
 command it does not know, of every command.  ``gram-install``,
-``arc-install`` and ``arc-backend`` are listed for the help only: :mod:`jim.cli`
-hands their arguments to their own mains (:mod:`jim.gram`, :mod:`jim.arc`).
+``arc-install``, ``arc-backend``, ``blah-install`` and ``blah-submit`` (for
+every ``blah-<step>``) are listed for the help only: :mod:`jim.cli` hands
+their arguments to their own mains (:mod:`jim.gram`, :mod:`jim.arc`,
+:mod:`jim.blah`).
 ``jim poll`` is read by hand (:mod:`jim.poll`); its parser here serves
 ``jim -v poll`` and ``jim -q poll``.
 """
@@ -170,6 +172,22 @@ def _arc_backend(sub: Subparsers) -> None:
     )
 
 
+def _blah_install(sub: Subparsers) -> None:
+    sub.add_parser(
+        "blah-install",
+        help="install jim as a BLAH backend, Condor-G's batch jim (run as root; --help: its options)",
+        add_help=False,
+    )
+
+
+def _blah_steps(sub: Subparsers) -> None:
+    sub.add_parser(
+        "blah-submit",
+        help="blahpd's calls: blah-submit|status|cancel|hold|resume|ping ... (docs/htcondor.md)",
+        add_help=False,
+    )
+
+
 def _worker(sub: Subparsers) -> None:
     sub.add_parser(background.WORKER_COMMAND).add_argument("job_id")  # (no help: not listed)
 
@@ -194,6 +212,8 @@ _ADD = {
     "gram-install": _gram_install,
     "arc-install": _arc_install,
     "arc-backend": _arc_backend,
+    "blah-install": _blah_install,
+    "blah-submit": _blah_steps,
     background.WORKER_COMMAND: _worker,
     background.MONITOR_COMMAND: _monitor,
 }

@@ -152,15 +152,20 @@ def htcondor_env() -> dict[str, str] | None:
     if not client.exists():
         return None
     try:
-        p = subprocess.run(
-            ["chroot", str(HTC_ROOT), "condor_status", "-af", "Name"], capture_output=True, text=True, timeout=60
-        )
+        p = in_htcondor_root("condor_status", "-af", "Name", timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return {"CONDOR_CONFIG": str(client)} if p.returncode == 0 and p.stdout.strip() else None
 
 
+def chroot_env() -> dict[str, str]:
+    """This process's environment for a command inside the chroot, without ``CONDOR_CONFIG``: the chroot's
+    commands read their own configuration, and importing htcondor2 sets ``CONDOR_CONFIG=/dev/null`` here."""
+    return {k: v for k, v in os.environ.items() if k != "CONDOR_CONFIG"}
+
+
 def in_htcondor_root(*argv: str, user: str | None = None, timeout: float = 120, **kw: object):
     """Run a command inside the pool's chroot (as ``user`` through runuser, else as root)."""
     cmd = ["chroot", str(HTC_ROOT), *(["runuser", "-u", user, "--"] if user else []), *argv]
+    kw.setdefault("env", chroot_env())
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]

@@ -14,7 +14,8 @@ dispatches before it imports anything else:
   :func:`jim.poll.main`: it runs every 10 s per grid job at a real site and
   loads only what its answer needs;
 * ``arc-install`` and ``arc-backend`` to :func:`jim.arc.main`, ``gram-install``
-  to :func:`jim.gram.main`: they read their own arguments;
+  to :func:`jim.gram.main`, ``blah-install`` and ``blah-<step>`` (blahpd's
+  scripts) to :func:`jim.blah.main`: they read their own arguments;
 * ``--version``; no command, ``-h``, ``--help`` or ``help`` to the help (exit
   status 2 without a command);
 * every other command to :func:`jim.commands.run`.
@@ -44,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         from jim.arc import main as arc_main  # (lazy: the ARC CE's backend and its installer, never poll's)
 
         return arc_main(argv)
+    if command is not None and command.startswith("blah-"):
+        from jim.blah import main as blah_main  # (lazy: BLAH's steps and installer, never poll's)
+
+        return blah_main(argv)
     if command == "gram-install":
         from jim.gram import main as gram_main  # (lazy: an administrator's command, never poll's)
 

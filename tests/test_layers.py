@@ -100,6 +100,13 @@ LAYERS = {
         "jim.arc.scan",
         "jim.arc.info",
         "jim.arc.install",
+        # the BLAH front end (Condor-G's batch jim, HTCondor-CE): see jim/blah/__init__.py
+        "jim.blah",
+        "jim.blah.submitargs",
+        "jim.blah.hook",
+        "jim.blah.steps",
+        "jim.blah.status",
+        "jim.blah.install",
     ],
 }
 RANK = {name: k for k, name in enumerate(LAYERS)}

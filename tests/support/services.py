@@ -1,8 +1,8 @@
 """The real test services (tests/services/*): whether they run, and the environment their commands need.
 
 Slurm (a small cluster of its own), Slurm's PBS/Torque wrappers over it, a
-Grid Engine cell and an HTCondor pool (with Condor-G and blahpd); each is started by its ``start.sh`` (scripts/test.sh does
-that as root).  Tests that use the Slurm cluster serialize on
+Grid Engine cell and an HTCondor pool (with Condor-G and blahpd); each is started by its
+``start.sh`` (scripts/test.sh does that as root).  Tests that use the Slurm cluster serialize on
 :func:`cluster_lock` (one of them stops its controller).
 """
 

@@ -14,8 +14,8 @@ the local batch system are the same HTCondor 23.9 pool, in its chroot):
                   BLAHP's own ``condor_submit.sh`` once per job; the N local
                   jobs are vanilla jobs in the pool.
 ``batch jim``     ONE grid-universe job ``grid_resource = batch jim`` whose
-                  environment asks jim for N local jobs (the generic job
-                  type's ``count``); jim, blahpd's backend inside the chroot,
+                  environment asks jim for N local jobs (Monte Carlo, N
+                  events of one event per local job); jim, blahpd's backend inside the chroot,
                   submits them to the same pool with its ``condor`` adapter.
 
 Every local job stays idle (a requirement no slot meets), so "queued" is
@@ -46,13 +46,18 @@ Measured per case:
   (what Condor-G, the CE, tracks) and vanilla (the local batch system's).
 - **status per minute** while every local job waits (``--wait`` seconds):
   ``BLAH_JOB_STATUS`` commands the gridmanager sends blahpd (its log, at
-  D_FULLDEBUG); the status programs blahpd runs: ``condor_q`` runs of
-  BLAHP's ``condor_status.sh`` for ``batch condor`` and ``jim`` commands for
-  ``batch jim`` (counted by sampling ``/proc`` every 0.1 s for
-  ``condor_q``; jim's from a counting wrapper named as ``--jim-command``
-  when ``--jim-wrapper`` is given, else by sampling); and the job queries the
-  schedd served to the test account (``QUERY_JOB_ADS`` in SchedLog, at
-  D_COMMAND): BLAHP's condor_q, jim's adapter's one user-wide query.
+  D_FULLDEBUG); the status programs the pool's processes start: ``condor_q``
+  (BLAHP's ``condor_status.sh``) and ``jim <command>`` (jim's BLAH scripts),
+  counted by sampling ``/proc`` every 0.1 s (a program shorter than that may
+  be missed); and the job queries the schedd served to the test account
+  (``QUERY_JOB_ADS`` in SchedLog, at D_COMMAND): BLAHP's condor_q, and jim's
+  adapter's one user-wide query per ``cache_interval``.
+
+For the jim half the bench installs jim as blahpd's backend (``jim
+blah-install``) and gives blahpd's jim its own configuration (the ``condor``
+adapter on this pool, the chroot's python, a home under /tmp) through the
+account's ``~/.blah/user.config`` (``jim_config``), put back as it was at the
+end.
 
 Prints a table and the JSON (also written to bench/results/).
 """
@@ -62,6 +67,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -224,9 +230,8 @@ class CpuMeter:
         by: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
         for pid, (c, cpu, reaped) in self.last.items():
             base = self.base.get(pid, 0.0)
-            if pid in alive:
-                by[c] += cpu - base
-            elif not reaped:  # ended as init's child: its last sample is all we can know
+            # alive at the end; or ended as init's child (its last sample is all there is to know)
+            if pid in alive or not reaped:
                 by[c] += cpu - base
             else:  # its whole life is now in its parent's cutime
                 by[c] -= base
@@ -357,6 +362,8 @@ def run_case(case: Case, tag: int, args: argparse.Namespace) -> dict:
     deadline = t0 + args.timeout
     n_local = 0
     while time.monotonic() < deadline:
+        if held := condor_q(f"({case.grid}) && JobStatus == 5", "HoldReason"):
+            raise RuntimeError(f"{case.way}: a grid job is held: {' '.join(held[0])}")
         if not case.local:
             case.local = jim_local_constraint(case.grid)
             if not case.local:
@@ -420,8 +427,6 @@ def jim_local_constraint(grid: str) -> str:
 
 
 def _ids() -> tuple[int, int]:
-    import pwd
-
     pw = pwd.getpwnam(USER)
     return pw.pw_uid, pw.pw_gid
 
@@ -449,9 +454,10 @@ def main() -> None:
     ap.add_argument("--wait", type=float, default=60.0, help="seconds to count status queries while jobs wait")
     ap.add_argument("--timeout", type=float, default=1200.0, help="most seconds to wait for N local jobs queued")
     ap.add_argument("--only", choices=("condor", "jim"), help="run one way only")
+    ap.add_argument("--cache-interval", type=float, default=30.0, help="jim's [batch] cache_interval")
     ap.add_argument(
         "--jim-env",
-        default="JIM_JOBTYPE=generic JIM_COUNT={n}",
+        default="JIM_JOBTYPE=montecarlo JIM_EVENTS={n} JIM_EVENTSPERJOB=1",
         help="the batch-jim grid job's environment ({n} is N): what asks jim for N local jobs",
     )
     args = ap.parse_args()
@@ -471,6 +477,55 @@ def main() -> None:
         "cases": [],
     }
     base_tag = int(time.time())
+    user_config = Path(pwd.getpwnam(USER).pw_dir) / ".blah" / "user.config"
+    saved = user_config.read_bytes() if user_config.exists() else None
+    try:
+        if "batch jim" in ways:
+            results["jim"] = install_jim(args, max(sizes), user_config)
+        run_all(results, sizes, ways, base_tag, args)
+    finally:  # the account's BLAH configuration as it was
+        if saved is None:
+            user_config.unlink(missing_ok=True)
+        else:
+            user_config.write_bytes(saved)
+    print(table(results["cases"]))
+    print(json.dumps(results, indent=2))
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    (out / f"htcondor_ce-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=2))
+
+
+def install_jim(args: argparse.Namespace, most: int, user_config: Path) -> dict:
+    """jim as blahpd's ``batch jim`` backend for the bench: its own home and configuration (the pool
+    as its batch system, through the condor adapter; local jobs that never match a slot)."""
+    site = Path(tempfile.mkdtemp(prefix="jim-bench-ce-site-", dir="/tmp"))
+    os.chown(site, *_ids())
+    config = site / "jim.toml"
+    config.write_text(
+        f"""[jim]
+home = "{site}/home"
+[site]
+max_local_jobs = {max(most, 1000)}
+[batch]
+adapter = "condor"
+python = "/usr/bin/python3"
+requirements = "{NEVER}"
+cache_interval = {args.cache_interval}
+"""
+    )
+    os.chown(config, *_ids())
+    p = in_root(CHROOT_JIM, "blah-install", "--jim-command", CHROOT_JIM)
+    if p.returncode != 0:
+        raise SystemExit(f"jim blah-install failed: {p.stdout}{p.stderr}")
+    # blahpd's jim reads jim_config from the account's ~/.blah/user.config (over /etc/blah.config)
+    user_config.parent.mkdir(mode=0o755, exist_ok=True)
+    os.chown(user_config.parent, *_ids())
+    user_config.write_text(f"jim_config={config}\n")
+    os.chown(user_config, *_ids())
+    return {"config": config.read_text(), "jim": in_root(CHROOT_JIM, "--version").stdout.strip()}
+
+
+def run_all(results: dict, sizes: list[int], ways: list[str], base_tag: int, args: argparse.Namespace) -> None:
     for i, n in enumerate(sizes):
         for j, way in enumerate(ways):
             work = Path(tempfile.mkdtemp(prefix="jim-bench-ce-", dir="/tmp"))
@@ -486,11 +541,6 @@ def main() -> None:
                         remove(c)
             print(f"[{way} N={n}] {json.dumps(r)}", file=sys.stderr, flush=True)
             results["cases"].append(r)
-    print(table(results["cases"]))
-    print(json.dumps(results, indent=2))
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
-    (out / f"htcondor_ce-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -5,12 +5,13 @@ An incoming vanilla job that asks for jim (``+WantJim = true``) is turned by
 into a grid-universe ``batch jim`` job with the job's cores and memory and
 its ``JIM_*`` attributes; Condor-G hands it to blahpd, which runs jim's
 BLAH scripts (``jim blah-install``) inside the pool's chroot; jim splits it
-into local jobs on its default batch system (fork, inside the chroot).
+into local jobs on fork, inside the chroot.
 Everything runs as the unprivileged test account; nothing is faked.
 """
 
 from __future__ import annotations
 
+import pwd
 import re
 import subprocess
 import time
@@ -21,7 +22,7 @@ from typing import TypeVar
 import pytest
 
 from tests.support.env import require_service
-from tests.support.services import HTC_JIM_VENV, HTC_ROOT, HTC_USER, htcondor_env, in_htcondor_root
+from tests.support.services import HTC_JIM_VENV, HTC_USER, htcondor_env, in_htcondor_root
 
 pytestmark = [pytest.mark.htcondor]
 
@@ -58,19 +59,26 @@ def ads(constraint: str, *attrs: str, history: bool = False) -> list[dict[str, s
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[Path]:
-    """The pool, its job router and jim as its ``batch jim`` BLAH backend (inside the chroot, on fork, with
-    a home of its own); jim's configuration file."""
+    """The pool, its job router and jim as its ``batch jim`` BLAH backend inside the chroot; blahpd's jim
+    configured (fork, a home of its own) through the account's ``~/.blah/user.config``; that home."""
     require_service(htcondor_env() is not None, "the HTCondor test pool")
     routes = in_htcondor_root("condor_config_val", "JOB_ROUTER_ROUTE_NAMES")
     require_service(
         routes.returncode == 0 and "Jim" in routes.stdout.split(),
         "the pool's job router route Jim (tests/services/htcondor/start.sh installs config.d/jim-router.config)",
     )
+    p = in_htcondor_root(JIM, "blah-install", "--jim-command", JIM)
+    assert p.returncode == 0, p.stdout + p.stderr
     site = account_dir("/tmp/jim-htc-ce-site.XXXXXX")
     config = write(site / "jim.toml", f'[jim]\nhome = "{site}/home"\n[batch]\nadapter = "fork"\n')
-    p = in_htcondor_root(JIM, "blah-install", "--jim-command", JIM, "--jim-config", str(config))
-    assert p.returncode == 0, p.stdout + p.stderr
-    yield config
+    blah = Path(pwd.getpwnam(HTC_USER).pw_dir) / ".blah"
+    if not blah.exists():
+        blah.mkdir(mode=0o755)
+        subprocess.run(["chown", HTC_USER, str(blah)], check=True)
+    user_config = write(blah / "user.config", f"jim_config={config}\n")
+    yield site / "home"
+    if user_config.exists() and str(config) in user_config.read_text():
+        user_config.unlink()
     subprocess.run(["rm", "-rf", str(site)], check=False)
 
 
@@ -89,9 +97,9 @@ def work() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(path)], check=False)
 
 
-def jim_as_account(config: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """The chroot's jim as the test account, with the configuration blahpd's jim was installed with."""
-    return in_htcondor_root("env", f"JIM_CONFIG={config}", JIM, *argv, user=HTC_USER)  # type: ignore[no-any-return]
+def jim_as_account(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The chroot's jim as the test account, on the home blahpd's jim records in."""
+    return in_htcondor_root("env", f"JIM_HOME={home}", JIM, *argv, user=HTC_USER)  # type: ignore[no-any-return]
 
 
 def write(path: Path, text: str, mode: int = 0o644) -> Path:
@@ -110,7 +118,7 @@ def submit(sub: Path) -> str:
 
 
 def test_a_vanilla_job_asking_for_jim_is_routed_to_jim_and_completes(pool: Path, work: Path) -> None:
-    script = write(work / "mc.sh", "#!/bin/sh\necho \"routed local job $JIM_LOCAL_INDEX cores=$JIM_CORES\"\n", 0o755)
+    script = write(work / "mc.sh", '#!/bin/sh\necho "routed local job $JIM_LOCAL_INDEX cores=$JIM_CORES"\n', 0o755)
     # a job that does not ask for jim: never routed (and never run: no slot meets its requirements)
     plain = submit(
         write(
@@ -181,8 +189,10 @@ queue
         # the vanilla job completes with exit code 0, its output back in its own output file
         done = wait_for(
             "the vanilla job to complete",
-            lambda: ads(f"ClusterId == {cluster} && JobStatus == 4", "ExitCode")
-            or ads(f"ClusterId == {cluster} && JobStatus == 4", "ExitCode", history=True),
+            lambda: (
+                ads(f"ClusterId == {cluster} && JobStatus == 4", "ExitCode")
+                or ads(f"ClusterId == {cluster} && JobStatus == 4", "ExitCode", history=True)
+            ),
             timeout=600,
             every=5,
         )[0]

@@ -197,22 +197,26 @@ def _pool(procs: dict[int, Proc]) -> dict[int, str]:
 
 
 class CpuMeter:
-    """CPU of the pool's processes between :meth:`start` and :meth:`stop` (see the module's docstring)."""
+    """CPU of the pool's processes between :meth:`start` and :meth:`stop` (see the module's docstring).
+
+    Each process x counts ``final(x) - start(x)`` of utime+stime+cutime+cstime (``final``: its last
+    sample; ``start``: 0 for a process born in the window), minus the last sample of every child that
+    ended while x was its parent and before x's own last sample (that child's whole life is then in
+    x's cutime, and the child counts its own part itself)."""
 
     def __init__(self) -> None:
         self.base: dict[int, float] = {}
-        self.last: dict[int, tuple[str, float, bool]] = {}  # pid -> (category, cpu, reaped by the pool)
-        self.procs_seen: set[str] = set()
+        self.last: dict[int, tuple[str, float, int, int]] = {}  # pid -> (category, cpu, ppid, sample no.)
+        self.n = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> dict[int, Proc]:
+        self.n += 1
         procs = snapshot()
         cats = _pool(procs)
         for pid, c in cats.items():
-            p = procs[pid]
-            self.last[pid] = (c, p.cpu, p.ppid in cats)
-            self.procs_seen.add(p.comm)
+            self.last[pid] = (c, procs[pid].cpu, procs[pid].ppid, self.n)
         return {pid: procs[pid] for pid in cats}
 
     def start(self) -> None:
@@ -226,15 +230,14 @@ class CpuMeter:
     def stop(self) -> dict[str, float]:
         self._stop.set()
         self._thread.join()
-        alive = self._sample()
+        self._sample()
         by: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
-        for pid, (c, cpu, reaped) in self.last.items():
-            base = self.base.get(pid, 0.0)
-            # alive at the end; or ended as init's child (its last sample is all there is to know)
-            if pid in alive or not reaped:
-                by[c] += cpu - base
-            else:  # its whole life is now in its parent's cutime
-                by[c] -= base
+        for pid, (c, cpu, _ppid, _n) in self.last.items():
+            by[c] += cpu - self.base.get(pid, 0.0)
+        for _pid, (_c, cpu, ppid, n) in self.last.items():
+            parent = self.last.get(ppid)
+            if n < self.n and parent is not None and n < parent[3]:  # ended, then its parent was sampled
+                by[parent[0]] -= cpu
         return {k: round(v, 2) for k, v in by.items()}
 
 
@@ -364,6 +367,8 @@ def run_case(case: Case, tag: int, args: argparse.Namespace) -> dict:
     while time.monotonic() < deadline:
         if held := condor_q(f"({case.grid}) && JobStatus == 5", "HoldReason"):
             raise RuntimeError(f"{case.way}: a grid job is held: {' '.join(held[0])}")
+        if count(f"({case.grid}) && (JobStatus == 3 || JobStatus == 4)"):
+            raise RuntimeError(f"{case.way}: a grid job ended before its local jobs were queued")
         if not case.local:
             case.local = jim_local_constraint(case.grid)
             if not case.local:

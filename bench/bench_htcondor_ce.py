@@ -3,8 +3,11 @@
 
     python bench/bench_htcondor_ce.py [--sizes "1 100 1000"] [--wait 60] [--only condor|jim]
 
-Needs tests/services/htcondor/start.sh (as root) and, for the jim half,
-``jim blah-install`` inside the pool's chroot (the BLAH backend ``jim``).
+Needs tests/services/htcondor/start.sh (as root); the bench installs jim as
+the pool's BLAH backend ``jim`` itself.  It submits as ``$JIM_TEST_HTC_USER``
+(default jimtest-condor): give it an account no test is using at the time
+(``JIM_TEST_HTC_USER=jimtest-bob``), so that its gridmanager, its schedd
+queries and its ``~/.blah/user.config`` are the bench's alone.
 
 For each N, side by side in one run on the test pool (Condor-G, blahpd and
 the local batch system are the same HTCondor 23.9 pool, in its chroot):

@@ -142,10 +142,19 @@ def test_hook_prints_jim_attributes_from_the_ce_requirements(tmp_path: Path):
     libexec.mkdir()
     (libexec / hook.HOOK).write_text(install._data("local_submit_attributes.sh.in"))
     req = tmp_path / "ce-req"
-    req.write_text("JIM_JOBTYPE='montecarlo'\nJIM_EVENTS='30'\nOther='x'\n")
+    # (blahpd writes a string requirement as the ClassAd unparses it, its quotes inside the shell's)
+    req.write_text("JIM_JOBTYPE='\"montecarlo\"'\nJIM_EVENTS='30'\nOther='x'\n")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "nohome"), hook.LIBEXEC_ENV: str(libexec), "JIM_HOME": "/x"}
     assert sorted(hook.run(str(req), env)) == [("JIM_EVENTS", "30"), ("JIM_JOBTYPE", "montecarlo")]
     assert hook.run("", {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}) == []  # no hook: nothing
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [('"montecarlo"', "montecarlo"), ("30", "30"), ('"a \\"b\\""', 'a "b"'), ('"a"b"', '"a"b"'), ('"', '"'), ("", "")],
+)
+def test_a_classad_string_requirement_is_its_string(text: str, value: str):
+    assert hook.classad_string_value(text) == value
 
 
 def test_a_failing_hook_fails_the_submit(tmp_path: Path):

@@ -4,13 +4,13 @@ The pool's gridmanager starts blahpd as the test account inside the chroot; blah
 ``jim_*.sh`` scripts ``jim blah-install`` wrote, which run the jim installed in the chroot.  Each
 test writes its own jim configuration (its own jim home) under a work directory of the account in
 /tmp and names it in the account's ``~/.blah/user.config`` (what BLAH's scripts read), so a test holds
-:data:`ACCOUNT_LOCK` (``$HTC_STATE/blah-account.lock``, ``flock``) while it runs: any test that
+:func:`support.services.htcondor_account_lock` (``flock``) while it runs: any test that
 points the account's ``user.config`` elsewhere must take it too.
 """
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import os
 import pwd
@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.env import require_service
-from tests.support.services import (
+from support.env import require_service
+from support.services import (
     HTC_JIM_SRC,
     HTC_JIM_VENV,
     HTC_ROOT,
-    HTC_STATE,
     HTC_USER,
+    htcondor_account_lock,
     htcondor_env,
     in_htcondor_root,
 )
@@ -38,8 +38,6 @@ pytestmark = [pytest.mark.htcondor, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 #: Where this checkout is installed inside the chroot when it is not the one mounted at /opt/jim-src.
 COPY_SRC, COPY_VENV = Path("/tmp/jim-blah-src"), Path("/tmp/jim-blah-venv")
-#: Held by every test that points the account's ~/.blah/user.config at its own jim: one at a time.
-ACCOUNT_LOCK = HTC_STATE / "blah-account.lock"
 #: Seconds a Condor-G job may take to end (the gridmanager takes 10-60 s to act).
 TIMEOUT = 300.0
 
@@ -152,8 +150,8 @@ class Account:
 
 @pytest.fixture
 def account(blah_jim: str) -> Iterator[Account]:
-    lock = os.open(ACCOUNT_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # (the account's BLAH configuration is one file for every test of any module)
+    lock = contextlib.ExitStack()
+    lock.enter_context(htcondor_account_lock())  # (the account's BLAH configuration is one for every test)
     _blah_install(blah_jim)
     made = subprocess.run(
         ["runuser", "-u", HTC_USER, "--", "mktemp", "-d", "/tmp/jim-blah.XXXXXX"],
@@ -167,7 +165,7 @@ def account(blah_jim: str) -> Iterator[Account]:
         yield Account(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        os.close(lock)
+        lock.close()
 
 
 MC = 'echo "events $JIM_FIRST_EVENT-$JIM_LAST_EVENT of $JIM_EVENTS: $*"\n'

@@ -21,8 +21,8 @@ from typing import TypeVar
 
 import pytest
 
-from tests.support.env import require_service
-from tests.support.services import HTC_JIM_VENV, HTC_USER, htcondor_env, in_htcondor_root
+from support.env import require_service
+from support.services import HTC_JIM_VENV, HTC_USER, htcondor_account_lock, htcondor_env, in_htcondor_root
 
 pytestmark = [pytest.mark.htcondor]
 
@@ -67,7 +67,12 @@ def pool() -> Iterator[Path]:
         routes.returncode == 0 and "Jim" in routes.stdout.split(),
         "the pool's job router route Jim (tests/services/htcondor/start.sh installs config.d/jim-router.config)",
     )
-    p = in_htcondor_root(JIM, "blah-install", "--jim-command", JIM)
+    with htcondor_account_lock():
+        yield from _configured_pool()
+
+
+def _configured_pool() -> Iterator[Path]:
+    p = in_htcondor_root(JIM, "blah-install", "--jim-command", JIM, "--force")
     assert p.returncode == 0, p.stdout + p.stderr
     site = account_dir("/tmp/jim-htc-ce-site.XXXXXX")
     config = write(site / "jim.toml", f'[jim]\nhome = "{site}/home"\n[batch]\nadapter = "fork"\n')
@@ -138,8 +143,8 @@ error = err
 log = log
 request_cpus = 2
 request_memory = 200
-environment = "JIM_JOBTYPE=montecarlo"
 +WantJim = true
++JIM_JOBTYPE = "montecarlo"
 +JIM_EVENTS = 4
 +JIM_EVENTSPERJOB = 2
 queue
@@ -163,8 +168,8 @@ queue
         assert routed["JobUniverse"] == "9" and routed["GridResource"] == "batch jim", routed
         assert routed["remote_NodeNumber"] == "2" and routed["RequestMemory"] == "200", routed
         # jim's attributes: the job's JIM_* attributes named in CERequirements (BLAH's local submit
-        # attributes hook), the job type in its environment
-        assert routed["CERequirements"].split(",")[1:] == ["JIM_EVENTS", "JIM_EVENTSPERJOB"], routed
+        # attributes hook; the job type a ClassAd string there)
+        assert routed["CERequirements"].split(",")[1:] == ["JIM_JOBTYPE", "JIM_EVENTS", "JIM_EVENTSPERJOB"], routed
         # the job that did not ask for jim was seen by the same router pass and left alone
         assert ads(f"ClusterId == {plain}", "RoutedToJobId")[0]["RoutedToJobId"] == "undefined"
         assert not ads(f'RoutedFromJobId == "{plain}.0"', "JobUniverse")

@@ -52,13 +52,31 @@ def hook_path(env: dict[str, str] | None = None) -> str | None:
 
 
 def parse_output(text: str) -> list[tuple[str, str]]:
-    """The ``JIM_<NAME>=value`` pairs of the hook's output, in order."""
+    """The ``JIM_<NAME>=value`` pairs of the hook's output, in order; a value that is a ClassAd string
+    literal is its string (blahpd writes each CE requirement as the ClassAd unparses it: ``"montecarlo"``)."""
     pairs = []
     for line in text.splitlines():
         m = _LINE.fullmatch(line.strip())
         if m:
-            pairs.append((m.group(1), m.group(2)))
+            pairs.append((m.group(1), classad_string_value(m.group(2))))
     return pairs
+
+
+def classad_string_value(value: str) -> str:
+    """``"a \\"b\\""`` -> ``a "b"``: the string of a ClassAd string literal; anything else as it is."""
+    if len(value) < 2 or value[0] != '"' or value[-1] != '"':
+        return value
+    body, out, i = value[1:-1], [], 0
+    while i < len(body):
+        c = body[i]
+        if c == '"':
+            return value  # (an unescaped quote inside: not one literal)
+        if c == "\\" and i + 1 < len(body):
+            i += 1
+            c = body[i]
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def run(requirements_file: str, env: dict[str, str] | None = None) -> list[tuple[str, str]]:

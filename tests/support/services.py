@@ -169,3 +169,19 @@ def in_htcondor_root(*argv: str, user: str | None = None, timeout: float = 120, 
     cmd = ["chroot", str(HTC_ROOT), *(["runuser", "-u", user, "--"] if user else []), *argv]
     kw.setdefault("env", chroot_env())
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+
+
+#: Held while a test points the test account's ``~/.blah/user.config`` (what BLAH's scripts read) at its own
+#: jim configuration: that file is one for every test module of the session and any other test run.
+HTC_ACCOUNT_LOCK = HTC_STATE / "blah-account.lock"
+
+
+@contextlib.contextmanager
+def htcondor_account_lock() -> Iterator[None]:
+    """The test account's BLAH configuration, to one test (or module) at a time (``flock``)."""
+    fd = os.open(HTC_ACCOUNT_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -95,6 +95,8 @@ COLLECTOR_HOST = 127.0.0.1:$PORT
 ENABLE_IPV6 = false
 UID_DOMAIN = $host
 SEC_CLIENT_AUTHENTICATION_METHODS = IDTOKENS
+# always authenticate, reads too: the schedd then knows (and logs) whose query it answers
+SEC_CLIENT_AUTHENTICATION = REQUIRED
 CFG
 chmod 644 "$STATE/condor_config.client"
 

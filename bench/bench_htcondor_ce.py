@@ -525,6 +525,10 @@ def run_bench(args: argparse.Namespace) -> None:
 def install_jim(args: argparse.Namespace, most: int, user_config: Path) -> dict:
     """jim as blahpd's ``batch jim`` backend for the bench: its own home and configuration (the pool
     as its batch system, through the condor adapter; local jobs that never match a slot)."""
+    # an IDTOKEN for the account: inside the chroot, FS authentication of the bindings' clients fails
+    # ("Directory name doesn't match server's network address"), so jim's adapter needs the token
+    token = Path(__file__).resolve().parent.parent / "tests" / "services" / "htcondor" / "token.sh"
+    subprocess.run([str(token), USER], check=True)
     site = Path(tempfile.mkdtemp(prefix="jim-bench-ce-site-", dir="/tmp"))
     os.chown(site, *_ids())
     config = site / "jim.toml"

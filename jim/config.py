@@ -63,6 +63,8 @@ from jim import settings
 from jim.adapters import options_for
 from jim.adapters.options import AdapterOptions
 from jim.errors import ConfigError
+from jim.log import setup
+from jim.ownership import home_problem
 
 DEFAULT_CONFIG_PATH = Path("/etc/jim/jim.toml")
 
@@ -262,3 +264,14 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"config file {path}: {e}", cause=e) from e
     return parse(data, source=str(path), env=env)
+
+
+def load_for_step() -> Config:
+    """This account's configuration for a gatekeeper's step (ARC's, BLAH's): its home checked usable
+    (a :class:`ConfigError` saying why not), and jim's log set up there."""
+    config = load()
+    why = home_problem(config.home)
+    if why:
+        raise ConfigError(why)
+    setup(config.home)
+    return config

@@ -99,3 +99,17 @@ class RootFiles:
             system_dirs(path.parent)
             atomic_write(path, content, mode=mode)
         return True
+
+    def remove_marked(self, path: Path, marker: str) -> bool:
+        """Remove ``path`` when it is jim's (carries ``marker``); a file without it is kept and said so.
+        True when it was removed."""
+        if not (path.exists() or path.is_symlink()):
+            return False
+        if not carries_marker(path, marker):
+            self.say(f"kept       {path} (not jim's: no marker line)")
+            return False
+        self.changed += 1
+        self.say(f"remove     {path}")
+        if not self.dry_run:
+            path.unlink()
+        return True

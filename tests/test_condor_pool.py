@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from support.condor_pool import JOB_PYTHON, Account, AccountAdapter, admin_remove, pool_env
+from support.condor_pool import JOB_PYTHON, AccountAdapter, admin_remove, pool_account, pool_env
 from support.conformance import AdapterConformance
-from support.env import require_service
 
 pytestmark = pytest.mark.htcondor
 
@@ -24,13 +23,9 @@ class TestCondorPoolConformance(AdapterConformance):
 
     @pytest.fixture(autouse=True)
     def _account(self):
-        env = pool_env()
-        require_service(env is not None, "the HTCondor test pool (tests/services/htcondor/start.sh)")
-        assert env is not None
-        self.account = Account(env)
-        self.jims = []
-        yield
-        self.account.cleanup(*self.jims)
+        with pool_account() as self.account:
+            self.jims = self.account.jims
+            yield
 
     def make_jim(self, jim_env):
         jim = self.account.jim()

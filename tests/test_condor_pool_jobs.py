@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.condor_pool import JOB_PYTHON, Account, AccountAdapter, admin, pool_env, schedd_ads
-from support.env import require_service
+from support.condor_pool import JOB_PYTHON, Account, AccountAdapter, admin, pool_account, schedd_ads
 from support.jimcli import FAST_CONFIG, Jim
 from support.services import HTC_ROOT, HTC_USER
 
@@ -30,13 +29,8 @@ SCHEDLOG = HTC_ROOT / "var" / "log" / "condor" / "SchedLog"
 
 @pytest.fixture
 def account():
-    env = pool_env()
-    require_service(env is not None, "the HTCondor test pool (tests/services/htcondor/start.sh)")
-    assert env is not None
-    acct = Account(env)
-    acct.jims = []
-    yield acct
-    acct.cleanup(*acct.jims)
+    with pool_account() as acct:
+        yield acct
 
 
 def pool_jim(account: Account, extra: str = "", cache_interval: float = 1.0, monitor: str = "") -> Jim:

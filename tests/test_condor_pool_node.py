@@ -14,8 +14,7 @@ import time
 
 import pytest
 
-from support.condor_pool import JOB_PYTHON, Account, pool_env, schedd_ads, startd_pids
-from support.env import require_service
+from support.condor_pool import JOB_PYTHON, pool_account, schedd_ads, startd_pids
 from support.jimcli import FAST_CONFIG
 
 pytestmark = pytest.mark.htcondor
@@ -23,13 +22,8 @@ pytestmark = pytest.mark.htcondor
 
 @pytest.fixture
 def account():
-    env = pool_env()
-    require_service(env is not None, "the HTCondor test pool (tests/services/htcondor/start.sh)")
-    assert env is not None
-    acct = Account(env)
-    acct.jims = []
-    yield acct
-    acct.cleanup(*acct.jims)
+    with pool_account() as acct:
+        yield acct
     # the pool has its startd again for the next test
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not startd_pids():

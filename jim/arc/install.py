@@ -37,7 +37,7 @@ from jim.arc.options import DEFAULT_HOME_PATTERN, DEFAULT_TIMEOUT, own_jim_comma
 from jim.config import config_path, load
 from jim.handlers import discover
 from jim.requirements import parse_resources
-from jim.rootfiles import InstallError, RootFiles, carries_marker
+from jim.rootfiles import InstallError, RootFiles
 
 #: Every file jim arc-install writes holds this line; --uninstall removes only such files.
 MARKER = "jim: installed by jim arc-install"
@@ -159,19 +159,12 @@ def uninstall(args: argparse.Namespace) -> int:
     rte = prefix / "rte" / "ENV" / "JIM"
     if rte.is_dir() and not rte.is_symlink():
         candidates += sorted(rte.iterdir())
-    removed = 0
+    removed = RootFiles(out=sys.stderr)
     for path in candidates:
-        if not (path.exists() or path.is_symlink()):
-            continue
-        if not carries_marker(path, MARKER):
-            print(f"kept       {path} (not jim's: no marker line)", file=sys.stderr)
-            continue
-        path.unlink()
-        removed += 1
-        print(f"remove     {path}", file=sys.stderr)
+        removed.remove_marked(path, MARKER)
     if rte.is_dir() and not rte.is_symlink() and not any(rte.iterdir()):
         rte.rmdir()
-    print(f"removed {removed} file(s).", file=sys.stderr)
+    print(f"removed {removed.changed} file(s).", file=sys.stderr)
     return 0
 
 

@@ -31,12 +31,10 @@ import pwd
 from jim.arc.grami import MAX_GRAMI_BYTES, GramiError, parse, to_description
 from jim.arc.options import BackendError, Options, user_env
 from jim.cancel import cancel as jim_cancel
-from jim.config import Config, load
-from jim.errors import ConfigError, JobNotFound
+from jim.config import Config, load_for_step
+from jim.errors import JobNotFound
 from jim.handlers import discover
 from jim.jobdesc import JIM_ATTRIBUTES
-from jim.log import setup
-from jim.ownership import home_problem
 from jim.requirements import parse_resources
 from jim.safeio import NotRegular, open_regular, read_at_most
 from jim.site import Site
@@ -46,7 +44,7 @@ from jim.submit import submit as jim_submit
 def submit(opts: Options, grami_path: str) -> str:
     """Submit the grami's job to jim; append ``joboption_jobid``; return the jim id."""
     _become_user(opts)
-    config = _jim_config()
+    config = load_for_step()
     text = _read_grami(grami_path)
     desc, _options = to_description(text, known=_known_attributes(), queues=_queue_names(config))
     job_id = jim_submit(Site(config), desc)
@@ -61,7 +59,7 @@ def submit(opts: Options, grami_path: str) -> str:
 def cancel(opts: Options, grami_path: str) -> str:
     """``jim cancel`` of the grami's ``joboption_jobid``; the grid state's name."""
     _become_user(opts)
-    config = _jim_config()
+    config = load_for_step()
     job_id = parse(_read_grami(grami_path)).get("joboption_jobid", "")
     if not job_id:
         raise JobNotFound("the grami file names no jim job (joboption_jobid): it was never submitted to jim")
@@ -77,16 +75,6 @@ def _become_user(opts: Options) -> None:
     os.environ.update(user_env(opts, pw))
     if not opts.jim_config:
         os.environ.pop("JIM_CONFIG", None)
-
-
-def _jim_config() -> Config:
-    """jim's configuration and home for this account, checked, with jim's log set up."""
-    config = load()
-    why = home_problem(config.home)
-    if why:
-        raise ConfigError(why)
-    setup(config.home)
-    return config
 
 
 def _read_grami(path: str) -> str:

@@ -31,7 +31,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from jim.rootfiles import InstallError, RootFiles, carries_marker
+from jim.rootfiles import InstallError, RootFiles
 from jim.safeio import atomic_write
 
 #: Every file jim blah-install writes holds this line; --uninstall removes only such files.
@@ -149,15 +149,7 @@ def uninstall(args: argparse.Namespace) -> int:
     libexec, config = Path(args.libexec), Path(args.blah_config)
     installed = RootFiles(out=sys.stderr)
     for name in files("/"):
-        path = libexec / name
-        if not (path.exists() or path.is_symlink()):
-            continue
-        if not carries_marker(path, MARKER):
-            print(f"kept       {path} (not jim's: no marker line)", file=sys.stderr)
-            continue
-        path.unlink()
-        installed.changed += 1
-        print(f"remove     {path}", file=sys.stderr)
+        installed.remove_marked(libexec / name, MARKER)
     if config.is_file():
         _write_config(config, edit_config(config.read_text(encoding="utf-8"), bindir=None, jim_config=None), installed)
     print(f"changed {installed.changed} file(s).", file=sys.stderr)

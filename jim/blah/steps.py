@@ -31,28 +31,16 @@ import sys
 
 from jim.blah import hook, submitargs
 from jim.blah.status import LRMS, jim_id
-from jim.config import Config, load
-from jim.errors import ConfigError, JimError
+from jim.config import load_for_step
+from jim.errors import JimError
 from jim.handlers import discover
 from jim.jobdesc import JIM_ATTRIBUTES
-from jim.log import setup
-from jim.ownership import home_problem
 from jim.site import Site
 
 #: What submit prints before the BLAH job id (blahpd's JOBID_REGEXP).
 JOBID_PREFIX = "BLAHP_JOBID_PREFIX"
 #: Characters of a refusal written for blahpd, at most.
 MAX_REASON = 1000
-
-
-def _jim_config() -> Config:
-    """jim's configuration for this account, its home checked, jim's log set up."""
-    config = load()
-    why = home_problem(config.home)
-    if why:
-        raise ConfigError(why)
-    setup(config.home)
-    return config
 
 
 def known_attributes() -> set[str]:
@@ -71,7 +59,7 @@ def submit(argv: list[str]) -> int:
     request = submitargs.read(argv)
     site_attributes = hook.run(request.get("C"))
     desc = submitargs.to_description(request, known=known_attributes(), site_attributes=site_attributes)
-    config = _jim_config()
+    config = load_for_step()
 
     def announce(job_id: str) -> None:
         sys.stdout.write(f"{JOBID_PREFIX}{LRMS}/{job_id}\n")
@@ -87,7 +75,7 @@ def cancel(argv: list[str]) -> int:
 
     if not argv:
         raise JimError("usage: jim_cancel.sh jim/<id> ...")
-    site = Site(_jim_config())
+    site = Site(load_for_step())
     for blah_id in argv:
         jim_cancel(site, site.home.check_id(jim_id(blah_id)))
     print(" 0 No\\ error")

@@ -30,6 +30,7 @@ from typing import Any
 
 from jim.adapters.model import BatchStatus, QueryResult
 
+from support.env import require_service
 from support.jimcli import Jim, kill_all
 from support.services import HTC_ROOT, HTC_STATE, HTC_USER, htcondor_env, in_htcondor_root
 
@@ -58,6 +59,7 @@ class Account:
         self.base = Path(tempfile.mkdtemp(prefix="jim-htc-test-", dir="/tmp"))
         os.chown(self.base, self.uid, self.gid)
         self.base.chmod(0o700)
+        self.jims: list[Jim] = []  # (the jims a test ran as the account: stopped by :func:`pool_account`)
 
     def env(self) -> dict[str, str]:
         return {
@@ -229,3 +231,15 @@ def startd_pids() -> list[int]:
         except OSError:
             continue
     return out
+
+
+@contextlib.contextmanager
+def pool_account() -> Iterator[Account]:
+    """The test account on the running pool for one test (a missing pool fails under CI); afterwards every
+    jim in ``account.jims`` stopped, the test's jobs removed, its directory gone."""
+    env = pool_env()
+    require_service(env is not None, "the HTCondor test pool (tests/services/htcondor/start.sh)")
+    assert env is not None
+    account = Account(env)
+    yield account
+    account.cleanup(*account.jims)

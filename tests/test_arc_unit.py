@@ -23,12 +23,13 @@ import pytest
 
 from jim.adapters.fork import host_capacity
 from jim.adapters.model import Capacity
-from jim.arc import grami
+from jim.arc import controldir as cd
+from jim.arc import grami, scan
 from jim.arc.diag import accounting, diag_text
 from jim.arc.install import MARKER
 from jim.arc.options import BackendError, Options, expand_home, parse_config
 from jim.arc.owners import ArcJob, jobs_in_lrms
-from jim.arc.scan import finish, lrms_done_line
+from jim.arc.scan import finish, kick, lrms_done_line
 from jim.errors import DescriptionError
 
 from support.env import REPO
@@ -177,14 +178,19 @@ def _backend(*args: str, env: dict | None = None, timeout: float = 60) -> subpro
     )
 
 
+def _control(controldir: Path, arc_id: str, suffix: str) -> Path:
+    """A job's control file, in the layout ``controldir`` has (ARC 7's when it holds ``version2``)."""
+    return Path(cd.job_file(str(controldir), arc_id, suffix))
+
+
 def _session(root: Path, arc_id: str, script: str) -> tuple[Path, Path]:
     session = root / "session" / arc_id
     session.mkdir(parents=True)
     (session / "run.sh").write_text(script)
     (session / "run.sh").chmod(0o755)
     (root / "session" / f"{arc_id}.diag").write_text("")
-    g = root / "control" / f"job.{arc_id}.grami"
-    g.parent.mkdir(exist_ok=True)
+    g = _control(root / "control", arc_id, "grami")
+    g.parent.mkdir(parents=True, exist_ok=True)
     g.write_text(
         f"joboption_directory='{session}'\njoboption_arg_0='./run.sh'\n"
         f"joboption_stdout='{session}/out.txt'\njoboption_stderr='{session}/err.txt'\n"
@@ -193,12 +199,16 @@ def _session(root: Path, arc_id: str, script: str) -> tuple[Path, Path]:
     return session, g
 
 
-def _in_lrms(controldir: Path, arc_id: str, localid: str, session: Path) -> None:
+def _set_state(controldir: Path, arc_id: str, state: str) -> None:
     (controldir / "processing").mkdir(exist_ok=True)
-    (controldir / "processing" / f"job.{arc_id}.status").write_text("INLRMS")
-    (controldir / f"job.{arc_id}.local").write_text(
-        f"globalid={arc_id}\nlrms=jim\nlocalid={localid}\nsessiondir={session}\n"
-    )
+    Path(cd.status_file(str(controldir), "processing", arc_id)).write_text(state)
+
+
+def _in_lrms(controldir: Path, arc_id: str, localid: str, session: Path) -> None:
+    _set_state(controldir, arc_id, "INLRMS")
+    local = _control(controldir, arc_id, "local")
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_text(f"globalid={arc_id}\nlrms=jim\nlocalid={localid}\nsessiondir={session}\n")
 
 
 def _jobid(g: Path) -> str:
@@ -214,14 +224,27 @@ def _scan_until_done(
     while True:
         proc = _backend("scan", "--config", str(cfg), str(controldir))
         assert proc.returncode == 0 and proc.stdout == "", proc
-        if all((controldir / f"job.{a}.lrms_done").exists() for a in arc_ids) or time.monotonic() > deadline:
+        if all(_control(controldir, a, "lrms_done").exists() for a in arc_ids) or time.monotonic() > deadline:
             return proc
         time.sleep(0.5)
 
 
-def test_submit_scan_and_cancel_steps(jim_env, tmp_path):
+#: Two job ids per layout: ARC 6's are free-form, ARC 7's 12 hex characters.
+LAYOUT_IDS = {cd.FLAT: ("arc1", "arc2"), cd.TREE: ("0a1b2c3d4e51", "0a1b2c3d4e52")}
+
+
+def _controldir(tmp_path: Path, layout: str) -> Path:
     controldir = tmp_path / "control"
     controldir.mkdir()
+    if layout == cd.TREE:
+        (controldir / cd.VERSION2).touch()
+    return controldir
+
+
+@pytest.mark.parametrize("layout", [cd.FLAT, cd.TREE])
+def test_submit_scan_and_cancel_steps(jim_env, tmp_path, layout):
+    controldir = _controldir(tmp_path, layout)
+    id1, id2 = LAYOUT_IDS[layout]
     cfg = _runtime_config(
         tmp_path / "arex.cfg",
         jim_command=f"{REPO}/.venv/bin/jim",
@@ -229,17 +252,17 @@ def test_submit_scan_and_cancel_steps(jim_env, tmp_path):
         config=jim_env.config,
         controldir=controldir,
     )
-    session, g = _session(tmp_path, "arc1", "#!/bin/sh\necho hello from arc\nexit 3\n")
+    session, g = _session(tmp_path, id1, "#!/bin/sh\necho hello from arc\nexit 3\n")
     proc = _backend("submit", "--config", str(cfg), str(g))
     assert proc.returncode == 0 and proc.stdout == "", proc
     localid = _jobid(g)
-    _in_lrms(controldir, "arc1", localid, session)
+    _in_lrms(controldir, id1, localid, session)
 
-    proc = _scan_until_done(cfg, controldir, ["arc1"])
-    assert (controldir / "job.arc1.lrms_done").read_text().split()[0] == "3", proc.stderr
-    assert stat.S_IMODE((controldir / "job.arc1.lrms_done").stat().st_mode) == 0o600
-    assert not [p for p in controldir.iterdir() if p.name.startswith(".")]  # (no temporary file left)
-    diag = (tmp_path / "session" / "arc1.diag").read_text()
+    proc = _scan_until_done(cfg, controldir, [id1])
+    assert _control(controldir, id1, "lrms_done").read_text().split()[0] == "3", proc.stderr
+    assert stat.S_IMODE(_control(controldir, id1, "lrms_done").stat().st_mode) == 0o600
+    assert not [p for p in _control(controldir, id1, "lrms_done").parent.iterdir() if p.name.startswith(".")]
+    diag = (tmp_path / "session" / f"{id1}.diag").read_text()
     assert "exitcode=3" in diag and "Processors=1" in diag and "LRMSStartTime=" in diag, (diag, proc.stderr)
     assert re.search(r"^WallTime=\d+s$", diag, re.M) and re.search(r"^LRMSEndTime=\d{14}Z$", diag, re.M), diag
     assert "hello from arc" in (session / "out.txt").read_text()
@@ -247,14 +270,14 @@ def test_submit_scan_and_cancel_steps(jim_env, tmp_path):
     assert "1 jim call" in proc.stderr  # (one bulk poll for the one owner)
 
     # cancel: a long job, cancelled through its grami; the scan then ends it with jim's reason
-    session2, g2 = _session(tmp_path, "arc2", "#!/bin/sh\nsleep 600\n")
+    session2, g2 = _session(tmp_path, id2, "#!/bin/sh\nsleep 600\n")
     assert _backend("submit", "--config", str(cfg), str(g2)).returncode == 0
-    _in_lrms(controldir, "arc2", _jobid(g2), session2)
+    _in_lrms(controldir, id2, _jobid(g2), session2)
     proc = _backend("cancel", "--config", str(cfg), str(g2), timeout=120)
     assert proc.returncode == 0 and proc.stdout == "", proc
-    (controldir / "processing" / "job.arc2.status").write_text("CANCELING")
-    _scan_until_done(cfg, controldir, ["arc2"])
-    code = (controldir / "job.arc2.lrms_done").read_text().split()[0]
+    _set_state(controldir, id2, "CANCELING")
+    _scan_until_done(cfg, controldir, [id2])
+    code = _control(controldir, id2, "lrms_done").read_text().split()[0]
     assert code != "0"
 
 
@@ -343,7 +366,7 @@ def test_scan_acts_as_each_owner(unix_users):
             session = user.mkdir(f"arc-session/{arc_id}")
             user.write(f"arc-session/{arc_id}/run.sh", f"#!/bin/sh\necho {user.name}\nexit {code}\n", 0o755)
             user.write(f"arc-session/{arc_id}.diag", "")
-            g = controldir / f"job.{arc_id}.grami"
+            g = _control(controldir, arc_id, "grami")
             g.write_text(
                 f"joboption_directory='{session}'\njoboption_arg_0='./run.sh'\n"
                 f"joboption_stdout='{session}/out.txt'\njoboption_gridid='{arc_id}'\n"
@@ -359,13 +382,13 @@ def test_scan_acts_as_each_owner(unix_users):
             assert proc.returncode == 0 and proc.stdout == "", proc
             assert (user.home / ".jim-arc" / "db").is_dir()
             _in_lrms(controldir, arc_id, _jobid(g), session)
-            os.chown(controldir / f"job.{arc_id}.local", user.uid, user.gid)
+            os.chown(_control(controldir, arc_id, "local"), user.uid, user.gid)
             jobs[arc_id] = (user, session, code)
 
         proc = _scan_until_done(cfg, controldir, list(jobs))
         assert "2 jim call" in proc.stderr or "ended" in proc.stderr
         for arc_id, (user, session, code) in jobs.items():
-            assert (controldir / f"job.{arc_id}.lrms_done").read_text().split()[0] == str(code)
+            assert _control(controldir, arc_id, "lrms_done").read_text().split()[0] == str(code)
             diag = session.parent / f"{arc_id}.diag"
             assert f"exitcode={code}" in diag.read_text()
             assert diag.stat().st_uid == user.uid  # (written as the owner, never as root)
@@ -375,22 +398,49 @@ def test_scan_acts_as_each_owner(unix_users):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_scan_ignores_what_it_must_not_touch(tmp_path):
-    """No localid yet, lrms_done already there, another state, a symlinked .local: only a4 is jim's to poll."""
-    cdir = tmp_path / "control"
-    (cdir / "processing").mkdir(parents=True)
+@pytest.mark.parametrize("layout", [cd.FLAT, cd.TREE])
+def test_scan_ignores_what_it_must_not_touch(tmp_path, layout):
+    """No localid yet, lrms_done already there, another state, a symlinked local file: only the
+    fourth job is jim's to poll; in either layout."""
+    cdir = _controldir(tmp_path, layout)
+    a1, a2, a3, a4, a5 = (f"00000000000{n}" for n in range(1, 6))
     for arc_id, state, local in (
-        ("a1", "INLRMS", "sessiondir=/s\n"),
-        ("a2", "INLRMS", "localid=x\n"),
-        ("a3", "FINISHING", "localid=x\n"),
-        ("a4", "INLRMS", "localid=x\n"),
+        (a1, "INLRMS", "sessiondir=/s\n"),
+        (a2, "INLRMS", "localid=x\n"),
+        (a3, "FINISHING", "localid=x\n"),
+        (a4, "INLRMS", "localid=x\n"),
     ):
-        (cdir / "processing" / f"job.{arc_id}.status").write_text(state)
-        (cdir / f"job.{arc_id}.local").write_text(local)
-    (cdir / "job.a2.lrms_done").write_text("0")
-    (cdir / "processing" / "job.a5.status").write_text("INLRMS")
-    (cdir / "job.a5.local").symlink_to(cdir / "job.a4.local")
-    assert [j.arc_id for j in jobs_in_lrms(str(cdir))] == ["a4"]
+        _set_state(cdir, arc_id, state)
+        _control(cdir, arc_id, "local").parent.mkdir(parents=True, exist_ok=True)
+        _control(cdir, arc_id, "local").write_text(local)
+    _control(cdir, a2, "lrms_done").write_text("0")
+    _set_state(cdir, a5, "INLRMS")
+    _control(cdir, a5, "local").parent.mkdir(parents=True, exist_ok=True)
+    _control(cdir, a5, "local").symlink_to(_control(cdir, a4, "local"))
+    # a status file of the other layout, and names that are no job id, are not jobs
+    other = f"{a4}.status" if layout == cd.FLAT else f"job.{a4}.status"
+    (cdir / "processing" / other).write_text("INLRMS")
+    (cdir / "processing" / ("..status" if layout == cd.TREE else "job..status")).write_text("INLRMS")
+    jobs = jobs_in_lrms(str(cdir))
+    assert [(j.arc_id, j.layout) for j in jobs] == [(a4, layout)]
+
+
+def test_control_directory_layout_is_read_off_the_directory(tmp_path):
+    flat, tree, moved = tmp_path / "flat", tmp_path / "tree", tmp_path / "moved"
+    for d in (flat, tree, moved):
+        d.mkdir()
+    (tree / "version2").touch()
+    (moved / "jobs").mkdir()  # (ARC 7 before it touched version2)
+    assert [cd.layout(str(d)) for d in (flat, tree, moved)] == [cd.FLAT, cd.TREE, cd.TREE]
+    assert cd.job_file(str(flat), "KRsNDm", "local") == f"{flat}/job.KRsNDm.local"
+    assert cd.job_file(str(tree), "835b7bcf9869", "lrms_done") == f"{tree}/jobs/835/b7b/cf9/869/lrms_done"
+    assert cd.status_file(str(tree), "processing", "835b7bcf9869") == f"{tree}/processing/835b7bcf9869.status"
+    assert cd.status_file(str(flat), "finished", "KRsNDm") == f"{flat}/finished/job.KRsNDm.status"
+    assert cd.kick_argument(str(tree), "835b7bcf9869") == str(tree)
+    assert cd.kick_argument(str(flat), "KRsNDm") == f"{flat}/job.KRsNDm.local"
+    for bad in ("../../etc", "short", "835b7bcf98/.."):
+        with pytest.raises(ValueError):
+            cd.job_file(str(tree), bad, "local")
 
 
 @pytest.mark.parametrize(
@@ -410,17 +460,52 @@ def test_lrms_done_line_of_each_answer(answer, expected):
     assert lrms_done_line("L1", answer) == expected
 
 
-def test_lrms_done_is_written_whole_with_mode_0600_whatever_the_umask(tmp_path):
-    job = ArcJob("a1", str(tmp_path), "INLRMS", str(tmp_path / "job.a1.local"), 0, 0, "L1", "")
+def _fake_gm_kick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int) -> Path:
+    """A gm-kick that records its arguments and exits with ``status``: A-REX's real one reports to
+    a running A-REX, which a unit test has not (the real one runs in tests/test_arc.py)."""
+    argv_file = tmp_path / "gm-kick.argv"
+    kick_cmd = tmp_path / "gm-kick"
+    kick_cmd.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\n'
+        f'[ {status} = 0 ] || echo "Failed reporting changes to A-REX"\nexit {status}\n'
+    )
+    kick_cmd.chmod(0o755)
+    monkeypatch.setattr(scan, "GM_KICK", str(kick_cmd))
+    return argv_file
+
+
+@pytest.mark.parametrize("layout", [cd.FLAT, cd.TREE])
+def test_lrms_done_is_written_whole_with_mode_0600_whatever_the_umask(tmp_path, monkeypatch, layout):
+    controldir = _controldir(tmp_path, layout)
+    arc_id = LAYOUT_IDS[layout][0]
+    local = _control(controldir, arc_id, "local")
+    local.parent.mkdir(parents=True, exist_ok=True)
+    argv_file = _fake_gm_kick(tmp_path, monkeypatch, 0)
+    job = ArcJob(arc_id, str(controldir), "INLRMS", str(local), layout, 0, 0, "L1", "")
     old = os.umask(0o022)
     try:
         finish(job, "3 jim: the job ended with exit code 3")
     finally:
         os.umask(old)
-    done = tmp_path / "job.a1.lrms_done"
+    done = _control(controldir, arc_id, "lrms_done")
     assert done.read_text() == "3 jim: the job ended with exit code 3\n"
     assert stat.S_IMODE(done.stat().st_mode) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == ["job.a1.lrms_done"]  # (no temporary file left)
+    assert sorted(p.name for p in done.parent.iterdir() if p.name.startswith(".")) == []  # (no temporary file)
+    # gm-kick's last argument: a control file on ARC 6 (it strips the name), the control directory on ARC 7
+    want = str(controldir) if layout == cd.TREE else str(local)
+    assert argv_file.read_text().splitlines() == ["-j", arc_id, want]
+
+
+def test_gm_kick_failure_is_logged_with_its_status_and_output(tmp_path, monkeypatch, capsys):
+    controldir = _controldir(tmp_path, cd.TREE)
+    _fake_gm_kick(tmp_path, monkeypatch, 255)
+    job = ArcJob("835b7bcf9869", str(controldir), "INLRMS", "", cd.TREE, 0, 0, "L1", "")
+    _control(controldir, job.arc_id, "local").parent.mkdir(parents=True)
+    assert kick(job) is False
+    err = capsys.readouterr().err
+    assert "gm-kick of 835b7bcf9869 failed with exit status 255: Failed reporting changes to A-REX" in err
+    finish(job, "0")  # (the job still ends: lrms_done is there for A-REX's next periodic pass)
+    assert _control(controldir, job.arc_id, "lrms_done").read_text() == "0\n"
 
 
 def test_accounting_from_local_job_rows():

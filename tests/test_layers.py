@@ -93,6 +93,7 @@ LAYERS = {
         # the ARC CE's front end: every step, whoever runs it (see jim/arc/__init__.py)
         "jim.arc",
         "jim.arc.options",
+        "jim.arc.controldir",
         "jim.arc.grami",
         "jim.arc.usersteps",
         "jim.arc.owners",

@@ -4,9 +4,10 @@ The scan and info steps run as root (A-REX's scan every ~10 s, ``CEinfo.pl``
 every ~60 s).  They share three things, all here:
 
 * :func:`jobs_in_lrms`: the jobs of a control directory in given A-REX
-  states (``processing/job.<id>.status``) that jim has (a ``localid`` in
-  ``job.<id>.local``) and that have no ``job.<id>.lrms_done`` yet, with their
-  owner (the owner of ``job.<id>.local``);
+  states (a status file in ``processing``) that jim has (a ``localid`` in the
+  job's ``local`` file) and that have no ``lrms_done`` yet, with their owner
+  (the owner of the ``local`` file); ARC 6's and ARC 7's layouts both
+  (:mod:`jim.arc.controldir`);
 * :func:`bulk_poll`: ONE ``jim poll --json --job-id ...`` per owner (per
   :data:`IDS_PER_CALL` ids), run as that owner (groups, gid, uid) with the
   owner's jim environment (:func:`jim.arc.options.user_env`), bounded by
@@ -14,10 +15,10 @@ every ~60 s).  They share three things, all here:
   ids are left out and the next pass asks again;
 * :func:`as_user`: a piece of work run in a fork switched to an owner.
 
-Nothing a user wrote is trusted by root: ``job.<id>.local`` and the status
-files are read without following a symbolic link and bounded
-(:data:`MAX_LOCAL_BYTES`), an ARC id must look like one, the session
-directory ``job.<id>.local`` names is only touched as the user, and a jim id
+Nothing a user wrote is trusted by root: the ``local`` and status files are
+read without following a symbolic link and bounded (:data:`MAX_LOCAL_BYTES`),
+an ARC id must look like one, the session directory the ``local`` file names
+is only touched as the user, and a jim id
 only reaches that user's jim.  Not running as root, only the caller's own
 jobs are seen.
 """
@@ -27,15 +28,15 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jim.arc import controldir as cd
 from jim.arc.options import Options, log, user_env
 from jim.safeio import NotRegular, open_regular, read_at_most
 
-#: ``job.<id>.local`` and status files read by root, at most.
+#: ``local`` and status files read by root, at most.
 MAX_LOCAL_BYTES = 64 * 1024
 #: ``jim poll --json`` answer read, at most.
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
@@ -43,8 +44,6 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 IDS_PER_CALL = 5000
 #: The A-REX states of a job in the LRMS.
 IN_LRMS = ("INLRMS", "CANCELING")
-
-_ARC_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 #: One grid job's answer in ``jim poll --json``.
 Answer = dict[str, object]
@@ -58,6 +57,8 @@ class ArcJob:
     controldir: str
     state: str
     local_path: str
+    #: the control directory's layout (:data:`jim.arc.controldir.FLAT` or ``TREE``)
+    layout: str
     uid: int
     gid: int
     localid: str
@@ -66,30 +67,23 @@ class ArcJob:
 
 def jobs_in_lrms(controldir: str, states: tuple[str, ...] = IN_LRMS) -> list[ArcJob]:
     """The ARC jobs of ``controldir`` in ``states`` that jim has (a localid) and that have no ``lrms_done``."""
-    processing = os.path.join(controldir, "processing")
-    try:
-        names = sorted(os.listdir(processing))
-    except OSError:
-        return []
+    kind = cd.layout(controldir)
     found = []
-    for name in names:
-        if name.startswith("job.") and name.endswith(".status"):
-            job = _job(controldir, name[len("job.") : -len(".status")], states)
-            if job is not None:
-                found.append(job)
+    for arc_id in cd.status_ids(controldir, "processing", kind):
+        job = _job(controldir, arc_id, states, kind)
+        if job is not None:
+            found.append(job)
     return found
 
 
-def _job(controldir: str, arc_id: str, states: tuple[str, ...]) -> ArcJob | None:
+def _job(controldir: str, arc_id: str, states: tuple[str, ...], kind: str) -> ArcJob | None:
     """The ARC job ``arc_id`` when it is jim's to poll, else None."""
-    if not _ARC_ID.fullmatch(arc_id):
-        return None
-    status = _read_small(os.path.join(controldir, "processing", f"job.{arc_id}.status"))
+    status = _read_small(cd.status_file(controldir, "processing", arc_id, kind))
     if status is None or status[0].strip() not in states:
         return None
-    if os.path.lexists(os.path.join(controldir, f"job.{arc_id}.lrms_done")):
+    if os.path.lexists(cd.job_file(controldir, arc_id, "lrms_done", kind)):
         return None
-    local_path = os.path.join(controldir, f"job.{arc_id}.local")
+    local_path = cd.job_file(controldir, arc_id, "local", kind)
     local = _read_small(local_path)
     if local is None:
         return None
@@ -100,7 +94,7 @@ def _job(controldir: str, arc_id: str, states: tuple[str, ...]) -> ArcJob | None
     if os.geteuid() != 0 and st.st_uid != os.geteuid():  # (only root acts as another account)
         return None
     return ArcJob(
-        arc_id, controldir, status[0].strip(), local_path, st.st_uid, st.st_gid, localid,
+        arc_id, controldir, status[0].strip(), local_path, kind, st.st_uid, st.st_gid, localid,
         _local_value(text, "sessiondir"),
     )  # fmt: skip
 

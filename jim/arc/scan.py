@@ -4,17 +4,19 @@ A-REX runs ``scan-jim-job --config CFG CONTROLDIR...`` as root about every
 10 s.  One pass (:func:`scan_pass`):
 
 1. the jobs of the control directories in INLRMS or CANCELING that jim has
-   and that have no ``job.<id>.lrms_done`` (:func:`jim.arc.owners.jobs_in_lrms`),
-   grouped by owner;
+   and that have no ``lrms_done`` (:func:`jim.arc.owners.jobs_in_lrms`; ARC 6's
+   and ARC 7's layouts, :mod:`jim.arc.controldir`), grouped by owner;
 2. ONE ``jim poll --json`` per owner, as that owner
    (:func:`jim.arc.owners.bulk_poll`); a failed or timed-out answer is no
    news, and the next pass asks again;
 3. for the owner's jobs that ended (:func:`lrms_done_line`: DONE, FAILED, or
    unknown to jim), their diags, written in one fork as the owner
    (:func:`jim.arc.diag.owner_diags`);
-4. for each of them, as root in the root-owned control directory,
-   ``job.<id>.lrms_done`` (:func:`finish`: written whole, mode 0600), then
-   ``gm-kick`` so that A-REX looks at the job at once.
+4. for each of them, as root in the root-owned control directory, the job's
+   ``lrms_done`` (:func:`finish`: written whole, mode 0600), then ``gm-kick``
+   so that A-REX looks at the job at once (:func:`kick`: its exit status is
+   checked, and a failure logged with what it printed: A-REX would otherwise
+   notice the job only at its periodic pass, minutes later).
 
 ``scan_passes`` of ``[custom:jim]`` makes one run do that many passes,
 ``scan_interval`` seconds apart.  Each pass logs one line on stderr, which
@@ -28,6 +30,7 @@ import subprocess
 import time
 from functools import partial
 
+from jim.arc import controldir as cd
 from jim.arc.options import Options, log
 from jim.arc.owners import IDS_PER_CALL, Answer, ArcJob, as_user, bulk_poll, by_owner, jobs_in_lrms
 from jim.safeio import atomic_write
@@ -35,7 +38,9 @@ from jim.safeio import atomic_write
 GM_KICK = "/usr/lib/arc/gm-kick"
 #: Seconds ``gm-kick`` may take.
 GM_KICK_TIMEOUT = 30
-#: ``job.<id>.lrms_done``'s mode: A-REX (root) reads it.
+#: Characters of ``gm-kick``'s output logged when it fails.
+GM_KICK_OUTPUT = 300
+#: ``lrms_done``'s mode: A-REX (root) reads it.
 LRMS_DONE_MODE = 0o600
 #: A grid job jim does not know (GRAM's JOB_CONTACT_NOT_FOUND).
 UNKNOWN_JOB = 156
@@ -58,20 +63,28 @@ def lrms_done_line(localid: str, answer: Answer) -> tuple[int, str] | None:
 
 
 def finish(job: ArcJob, line: str) -> None:
-    """``job.<id>.lrms_done`` (as root, in the root-owned control directory, written whole), then ``gm-kick``."""
-    path = os.path.join(job.controldir, f"job.{job.arc_id}.lrms_done")
-    atomic_write(path, line + "\n", mode=LRMS_DONE_MODE)
-    if os.access(GM_KICK, os.X_OK):
-        try:
-            subprocess.run(
-                [GM_KICK, "-j", job.arc_id, job.local_path],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=GM_KICK_TIMEOUT,
-            )
-        except (OSError, subprocess.SubprocessError) as e:
-            log(f"gm-kick of {job.arc_id}: {e}")
+    """The job's ``lrms_done`` (as root, in the root-owned control directory, written whole), then ``gm-kick``."""
+    atomic_write(cd.job_file(job.controldir, job.arc_id, "lrms_done", job.layout), line + "\n", mode=LRMS_DONE_MODE)
+    kick(job)
+
+
+def kick(job: ArcJob) -> bool:
+    """``gm-kick`` of the job, with the last argument its layout wants; False (logged) when it failed."""
+    if not os.access(GM_KICK, os.X_OK):
+        return False
+    argv = [GM_KICK, "-j", job.arc_id, cd.kick_argument(job.controldir, job.arc_id, job.layout)]
+    try:
+        proc = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=GM_KICK_TIMEOUT
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        log(f"gm-kick of {job.arc_id}: {e}")
+        return False
+    if proc.returncode != 0:
+        said = " ".join(proc.stdout[-GM_KICK_OUTPUT:].decode("utf-8", "replace").split())
+        log(f"gm-kick of {job.arc_id} failed with exit status {proc.returncode}: {said or 'no output'}")
+        return False
+    return True
 
 
 def scan_pass(opts: Options, controldirs: list[str]) -> dict[str, int]:

@@ -184,6 +184,11 @@ class Handler(abc.ABC):
     #: ``Options = MyOptions`` and ``options: MyOptions``.
     Options: ClassVar[type[HandlerOptions]] = HandlerOptions
     options: HandlerOptions
+    #: How the local jobs' declared output files (``keepfiles``) become one file each in the grid
+    #: job's directory when the job gives no ``outputmerge``: ``concat`` (in local-job order),
+    #: ``first`` (the first local job's) or ``indexed`` (one file per local job, ``<stem>.<k><suffix>``);
+    #: see :mod:`jim.keep`.
+    output_merge: ClassVar[str] = "concat"
 
     def __init__(
         self,

@@ -73,6 +73,7 @@ class ConcatHandler(inputdata.InputDataWorkArea, Handler):
     """Concatenation of files into bigger ones, grouped by size (merge by size)."""
 
     name = "concat"
+    output_merge = "concat"  # (one stream of results, in local-job order)
     attributes = {
         "inputdata": "files to concatenate: NAME (size read from the file), or (NAME SIZE [EVENTS])",
         "maxmergesize": "most bytes one local job merges",

@@ -16,6 +16,7 @@ class GenericHandler(Handler):
     """N identical local jobs (N = count); each knows its index from $JIM_INDEX."""
 
     name = "generic"
+    output_merge = "concat"  # (one stream of results, in local-job order)
 
     def getNumSubmissionTimes(self, desc: JobDescription) -> Plan:
         """See :mod:`jim.handlers.base`: N from ``count`` (1 for ``jobtype=single`` or ``mpi``, whose

@@ -109,6 +109,7 @@ class MonteCarloHandler(Handler):
     """Monte Carlo production: events split by the site's CPU and the queue's time limits."""
 
     name = "montecarlo"
+    output_merge = "indexed"  # (each local job's file kept apart: <stem>.<k><suffix>)
     Options = MonteCarloOptions
     options: MonteCarloOptions
 

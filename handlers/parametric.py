@@ -90,6 +90,7 @@ class ParametricHandler(Handler):
     """Parametric jobs: one local job per parameter value, $Parameter substituted everywhere."""
 
     name = "parametric"
+    output_merge = "indexed"  # (each local job's file kept apart: <stem>.<k><suffix>)
     attributes = {
         "parameters": "parametric jobs: a count or a list of values",
         "parameterstart": "parametric jobs: first value",

@@ -79,6 +79,7 @@ class ReprocessingHandler(inputdata.InputDataWorkArea, Handler):
     """Reprocessing of input files: split by files, events or lumi sections."""
 
     name = "reprocessing"
+    output_merge = "indexed"  # (each local job's file kept apart: <stem>.<k><suffix>)
     attributes = {
         "inputdata": "files to process: NAME, or (NAME EVENTS [RUN:LUMIS ...])",
         "splitting": "how to split: files (default), events, lumis or eventaware",

@@ -13,6 +13,9 @@ writes ``<id>.tar.gz`` (in the grid job's directory, or where the
 * the outputs each local job produced in the attempt that counted (already
   suffixed by the wrapper); an earlier attempt's outputs are never gathered,
   so a late first attempt cannot stand beside or over the second's results;
+* ``kept/<k>/<name>``: the declared output files (``keepfiles``) of each local job, as its
+  attempt that counted left them; :mod:`jim.keep` merges them into the grid job's directory
+  under their declared names, after the tar and before the grid job reports its end;
 * ``attempts/`` the stdout, stderr and wrapper log of each earlier attempt
   (``stdout.<k>.a<n>[.<batch id>]``...), for a look at why it ended;
 * ``jim.log`` (jim's log of this grid job) and ``record.xml`` (its database record).
@@ -52,6 +55,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from jim import keep
 from jim.db import Database
 from jim.errors import InvalidAttribute
 from jim.jobdesc import JobDescription, Value
@@ -184,6 +188,7 @@ def _write_tar(db: Database, job: GridJob, raw: BinaryIO, manifest: dict[str, An
                 if counted:
                     files = _logs(tar, where, root, "", _suffix(k, a["batchId"]))
                     files += _outputs(tar, where / "outputs", root)
+                    files += keep.add_to_tar(tar, where / keep.KEPT, root, k)
                 else:  # an earlier attempt: its logs, apart; never its outputs
                     files = _logs(tar, where, root, "attempts/", _suffix(k, a["batchId"], a["n"]))
                 attempts.append(
@@ -364,7 +369,7 @@ def finalize(site: Site, job_id: str, *, lock_timeout: float = 30.0) -> bool:
             if tries == 1:
                 jlog.warning("grid job %s: %s; will try again", job_id, reason)
             return False
-        for problem in merge_stdio(db, job):
+        for problem in merge_stdio(db, job) + keep.merge(db, job):  # (declared outputs: jim.keep)
             jlog.warning("grid job %s: %s", job_id, problem)
         with db.update(job_id) as rec:
             rec.set_outputs(tar)

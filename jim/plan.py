@@ -12,8 +12,9 @@ The first stage of a grid job, run synchronously by ``jim submit`` (and by
    against the site's limits, and ``getCommandAndArguments`` for every slice;
 5. the grid job's files: every ``inputfiles`` value a regular file the caller
    can read, outside /proc and /sys, all within the site's ``max_input_bytes``;
-   ``outputs`` patterns relative and bounded (refused with error 134 naming
-   the file).
+   ``outputs`` patterns relative and bounded; the declared outputs
+   (``keepfiles``) and their merge rule (:func:`jim.keep.check`) (refused
+   with error 134 naming the file).
 
 The plan and the commands are kept in ``jobs/<id>/plan.json`` (:func:`save`,
 :func:`load`) for the worker, which builds the sandbox from them.
@@ -27,6 +28,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from jim import keep
 from jim.adapters.options import check_queue_name
 from jim.config import Config
 from jim.errors import GramError, InvalidAttribute, JimError, PlanError
@@ -81,6 +83,7 @@ def make_plan(
     check_input_files(desc, config.site.max_input_bytes)  # (after the plan: a parametric job's are expanded)
     check_output_patterns(desc)
     check_output_tar_value(desc)
+    keep.check(desc, handler.output_merge, plan.n)  # (declared outputs: names, collisions, merge rule)
     _record_queue(plan, choice)
     _record_shape(plan, handler.shape, desc)
     commands = [handler.getCommandAndArguments(desc, plan, s) for s in plan.slices]

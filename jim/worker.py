@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jim import background, faults, journal, retry
+from jim import background, faults, journal, keep, retry
 from jim import plan as planning
 from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
 from jim.db import Database
@@ -40,6 +40,7 @@ from jim.handlers.base import Plan
 from jim.jobdesc import JobDescription
 from jim.locks import SingleInstance
 from jim.log import for_job
+from jim.outputs import job_directory
 from jim.record import GridJob, LocalJob
 from jim.safeio import disk_key
 from jim.sandbox import builder
@@ -142,6 +143,7 @@ def build_sandbox(
         "jobtype": job.jobtype,
         "environment": [list(p) for p in planning.environment(job_dir) or desc.environment()],
         "outputs": desc.values("outputs"),
+        **keep.manifest_entries(desc, str(job_directory(desc.get("directory")))),  # (directory view, keepfiles)
         "stdin": plan.stdin,
         "heartbeat": 30,
         "reserved_exit_codes": list(site.adapter.reserved_exit_codes),

@@ -4,7 +4,8 @@ The tarball holds ``manifest.json`` (the argv and environment of every local
 job, the output patterns, the heartbeat period), ``bin/jim-progress`` and the
 files the handler added through :class:`WorkArea` (``inputs/...``).  The
 wrapper (``wrapper.py``) sits next to the tarball in the grid job's directory
-so that a batch script can start it.
+so that a batch script can start it, with its helper ``jimworkdir.py`` (a
+local job's view of the job's directory and its declared outputs) beside it.
 
 Building is idempotent: the tarball is written to a temporary name and renamed
 into place, so a worker killed half-way leaves either no sandbox or a whole one.
@@ -35,6 +36,8 @@ from jim.safeio import NotRegular, atomic_write, kind, open_regular
 
 SANDBOX_NAME = "sandbox.tar.gz"
 WRAPPER_NAME = "wrapper.py"
+#: The wrapper's helper for a job's directory view and declared outputs, beside it (it imports it).
+WORKDIR_NAME = "jimworkdir.py"
 
 
 def _safe_arcname(name: str) -> str:
@@ -236,6 +239,9 @@ def build(
     sandbox = job_dir / SANDBOX_NAME
     wrapper = job_dir / WRAPPER_NAME
     pkg = resources.files("jim.sandbox")
+    helper = job_dir / WORKDIR_NAME
+    if not helper.exists():  # (before the wrapper: a wrapper that exists finds its helper beside it)
+        atomic_write(helper, pkg.joinpath(WORKDIR_NAME).read_bytes(), mode=0o600, sync=False)
     if not wrapper.exists():
         atomic_write(wrapper, pkg.joinpath(WRAPPER_NAME).read_bytes(), mode=0o700, sync=False)
     if sandbox.exists():

@@ -2,54 +2,44 @@
 # -*- coding: utf-8 -*-
 """jim's worker-node wrapper: runs one local job of a grid job.
 
-Static, stdlib only, one file, Python >= 3.6: it runs on the worker node,
-whatever Python that node has.  Everything job-specific comes from the
-sandbox's manifest.json; nothing here is generated.
+Static, stdlib only, Python >= 3.6: it runs on the worker node, whatever Python that node has.
+Everything job-specific comes from the sandbox's manifest.json; nothing here is generated.
 
     python3 wrapper.py --sandbox SANDBOX.tar.gz --outroot DIR [--attempt N]
                        (--index K | --index-env VAR [--index-offset N])
 
 What it does, in order:
 
-1. finds its local job index K and its output directory OUT = DIR/K (DIR/K.N for
-   attempt N > 1: a late attempt never writes into the next one's directory);
-2. logs where it landed (host, user, time, Python, cwd, batch ids) to OUT/wrapper.log
-   and writes OUT/started, then touches DIR;
-3. unpacks the sandbox into a private scratch directory (members that would
-   escape it are refused) and runs the local job's argv from the manifest
-   there, with stdout and stderr in OUT/stdout and OUT/stderr, stdin the manifest's
-   ``stdin`` file (the same for every local job; /dev/null without one), and in its
-   environment JIM_INDEX, JIM_TAG, JIM_ATTEMPT, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's
-   variables (e.g. JIM_FIRST_EVENT) and JIM_PROGRESS_FILE;
-4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs, and looks at
-   OUT/progress every min(``heartbeat``, 5) seconds (and once more when the job has ended):
-   when its size or modification time changed, it touches DIR;
-5. moves the files matching the manifest's output patterns to OUT/outputs/,
-   named <stem>.<K>[.a<N>][.<batch id>]<suffix>;
-6. writes OUT/exit_code (atomically): the job's exit code on the first line
-   (128+N for a job killed by signal N), then ``key=value`` lines, and touches DIR;
-7. exits with the job's exit code, except codes the batch system reserves
-   (manifest ``reserved_exit_codes``, e.g. 99 and 100 on Grid Engine), which
-   are replaced by 1; the true code is in OUT/exit_code.
+1. finds its local job index K and its output directory OUT = DIR/K (DIR/K.N for attempt N > 1);
+2. logs where it landed (host, user, time, Python, cwd, batch ids) to OUT/wrapper.log, writes
+   OUT/started, then touches DIR;
+3. unpacks the sandbox into a private scratch directory (members that would escape it are refused)
+   and runs the local job's argv there (or, for a manifest ``view``, in its private view of the job's
+   directory: jimworkdir.py, beside this file), stdout and stderr in OUT/stdout and OUT/stderr, stdin
+   the manifest's ``stdin`` file (/dev/null without one), and in its environment JIM_INDEX, JIM_TAG,
+   JIM_ATTEMPT, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's variables and JIM_PROGRESS_FILE;
+4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs, and looks at OUT/progress
+   every min(``heartbeat``, 5) seconds (and at the end): when its size or time changed, touches DIR;
+5. moves the declared outputs (manifest ``keep``) to OUT/kept/, then the files matching the output
+   patterns to OUT/outputs/, named <stem>.<K>[.a<N>][.<batch id>]<suffix>;
+6. writes OUT/exit_code (atomically): the job's exit code on the first line (128+N for a job killed
+   by signal N), then ``key=value`` lines, and touches DIR;
+7. exits with the job's exit code, except codes the batch system reserves (manifest
+   ``reserved_exit_codes``, e.g. 99 and 100 on Grid Engine): 1; the true code is in OUT/exit_code.
 
-The stdin file is opened as the job's user, read-only, not through a symbolic link, and only when
-it is a regular file (a FIFO or a device is never read; O_NONBLOCK keeps the open from waiting).
-One that cannot be opened fails the local job before its command runs: a line in OUT/stderr, exit
-code 1 and the reason in OUT/exit_code (``error=``: the job's own failure, not tried again), or
-``wrapper_error=`` when the node's file system failed (EIO, ESTALE ...: worth another attempt).
+The stdin file is opened as the job's user, read-only, not through a symbolic link, only when it is
+a regular file (a FIFO or a device is never read; O_NONBLOCK keeps the open from waiting).  One that
+cannot be opened fails the local job before its command runs: a line in OUT/stderr, exit code 1 and
+the reason in OUT/exit_code (``error=``: not tried again), or ``wrapper_error=`` when the node's file
+system failed (EIO, ESTALE ...: worth another attempt).
 
-Touching DIR (setting its modification time to now) tells jim's monitor that something it
-reads (started, progress, exit_code) changed in one of DIR's attempt directories: the monitor
-looks at one directory per grid job and reads DIR's entries only when its time changed.  The
-heartbeat file does not touch DIR.  A touch that fails is logged once and never fails the job.
-
-Progress: the job appends lines ``<phase> <done> <total>`` to the file named by
-$JIM_PROGRESS_FILE, by hand or with the ``jim-progress`` command the sandbox
-puts on its PATH.
-
-SIGTERM/SIGINT/SIGUSR1/SIGHUP (a cancel, or the batch system's warning) are
-passed on to the job, which runs in the wrapper's own process group; the
-wrapper then still writes the exit-code file.
+Touching DIR (its modification time set to now) tells jim's monitor that something it reads
+(started, progress, exit_code) changed in one of DIR's attempt directories: the monitor reads DIR's
+entries only when its time changed.  The heartbeat file does not touch DIR.  A touch that fails is
+logged once and never fails the job.  Progress: the job appends lines ``<phase> <done> <total>`` to
+the file named by $JIM_PROGRESS_FILE, by hand or with the sandbox's ``jim-progress`` command.
+SIGTERM/SIGINT/SIGUSR1/SIGHUP (a cancel, or the batch system's warning) are passed on to the job,
+which runs in the wrapper's own process group; the wrapper then still writes the exit-code file.
 """
 
 import errno
@@ -169,9 +159,8 @@ def safe_extract(tar_path, dest):
 
 
 def batch_id():
-    for var in ("JIM_BATCH_ID",):
-        if os.environ.get(var):
-            return os.environ[var]
+    if os.environ.get("JIM_BATCH_ID"):
+        return os.environ["JIM_BATCH_ID"]
     if os.environ.get("SLURM_ARRAY_JOB_ID"):
         return "%s_%s" % (os.environ["SLURM_ARRAY_JOB_ID"], os.environ.get("SLURM_ARRAY_TASK_ID", ""))
     if os.environ.get("SLURM_JOB_ID"):
@@ -436,7 +425,7 @@ class LocalRun(object):
     def __init__(self, manifest, here, scratch):
         self.manifest, self.job = manifest, manifest["jobs"][here.index]
         self.index, self.attempt = here.index, here.attempt
-        self.scratch, self.outdir, self.bid = scratch, here.outdir, here.bid
+        self.scratch, self.cwd, self.outdir, self.bid = scratch, scratch, here.outdir, here.bid
         self.log, self.touch = here.log, here.touch
         self.progress = os.path.join(here.outdir, "progress")
 
@@ -520,10 +509,11 @@ def run_job(run):
     """Run the job's command in its scratch directory; (exit code, what the exit-code file says)."""
     argv = run.job["argv"]
     env = run.environment()
+    view = workdir(run)
     stdin = run.stdin()
     if isinstance(stdin, tuple):
         return stdin
-    run.log("running %r in %s" % (argv, run.scratch))
+    run.log("running %r in %s" % (argv, run.cwd))
     hb = Heartbeat(run.path("heartbeat"), run.manifest.get("heartbeat", 30), run.progress, run.touch)
     hb.beat()
     hb.start()
@@ -543,8 +533,18 @@ def run_job(run):
         info["signal"] = -rc
     if signals.received:
         info["terminated_by"] = signals.received[0]
+    if view is not None:
+        view.keep_outputs()
     collect_outputs(run, run.manifest.get("outputs", []))
     return code, info
+
+
+def workdir(run):
+    """The job's view of its directory and its declared outputs (jimworkdir.py, beside this file), or None."""
+    if not (run.manifest.get("view") or run.manifest.get("keep")):
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    return __import__("jimworkdir").View(run)  # (lazy: only such a job needs it; sets run.cwd)
 
 
 def _run_command(run, argv, env, stdin, signals):
@@ -553,7 +553,7 @@ def _run_command(run, argv, env, stdin, signals):
         try:
             proc = subprocess.Popen(
                 [to_bytes(a) for a in argv],
-                cwd=run.scratch,
+                cwd=run.cwd,
                 env=env,
                 stdin=stdin,
                 stdout=out,
@@ -578,19 +578,19 @@ def hb_started(outdir):
 
 
 def collect_outputs(run, patterns):
-    """The job's files that match its ``outputs`` patterns, moved into ``outputs/`` under their name with
-    the local job's index (and attempt and batch id) added."""
+    """The job's files (not links) that match its ``outputs`` patterns, moved into ``outputs/`` under their
+    name with the local job's index (and attempt and batch id) added."""
     if not patterns:
         return
     dest = os.path.join(run.outdir, "outputs")
     if not os.path.isdir(dest):
         os.makedirs(dest, 0o700)
-    for root, _dirs, files in os.walk(run.scratch):
+    for root, _dirs, files in os.walk(run.cwd):
         for name in files:
-            rel = os.path.relpath(os.path.join(root, name), run.scratch)
+            rel = os.path.relpath(os.path.join(root, name), run.cwd)
             if rel == "manifest.json" or rel.startswith("bin" + os.sep) or rel.startswith("inputs" + os.sep):
                 continue
-            if any(fnmatch.fnmatch(rel, p) for p in patterns):
+            if any(fnmatch.fnmatch(rel, p) for p in patterns) and not os.path.islink(os.path.join(root, name)):
                 target = os.path.join(dest, output_name(rel, run.index, run.bid, run.attempt))
                 shutil.move(os.path.join(root, name), target)
                 run.log("output %s -> %s" % (rel, target))

@@ -82,7 +82,7 @@ def test_grami_becomes_a_jim_description():
     assert desc.source_format == "grami" and "joboption_gridid='abc123'" in desc.source_text
 
 
-def test_declared_output_files_are_gathered_from_the_local_jobs():
+def test_declared_output_files_are_kept_under_their_names():
     text = SAMPLE + (
         "joboption_outputfile_0='/out.txt'\n"  # (stdout: jim writes it)
         "joboption_outputfile_1='/result.root'\n"
@@ -90,8 +90,8 @@ def test_declared_output_files_are_gathered_from_the_local_jobs():
         "joboption_outputfile_3='/hist/summary.txt'\n"
     )
     desc, _ = grami.to_description(text, queues=set())
-    assert desc.values("outputs") == ["result.root", "hist/summary.txt"]
-    assert not grami.to_description(SAMPLE, queues=set())[0].has("outputs")
+    assert desc.values("keepfiles") == ["result.root", "hist/summary.txt"]  # (merged by jim.keep)
+    assert not grami.to_description(SAMPLE, queues=set())[0].has("keepfiles")
 
 
 def test_grami_queue_passed_when_jim_knows_it():
@@ -304,6 +304,29 @@ def test_bad_description_fails_at_submit_with_jims_reason(jim_env, tmp_path):
     g.write_text("joboption_directory='/s'\n")  # (no executable)
     proc = _backend("submit", "--config", str(cfg), str(g))
     assert proc.returncode == 1 and proc.stdout.strip() == "the ARC job has no executable (joboption_arg_0)"
+
+
+@pytest.mark.parametrize("layout", [cd.FLAT, cd.TREE])
+def test_indexed_output_with_upload_url_is_refused_at_submit(jim_env, tmp_path, layout):
+    """The upload URLs are only in A-REX's ``output`` list beside the grami: the submit step reads it."""
+    controldir = _controldir(tmp_path, layout)
+    cfg = _runtime_config(
+        tmp_path / "arex.cfg", jim_command="/bin/false", home=str(jim_env.home), config=jim_env.config,
+        controldir=controldir,
+    )  # fmt: skip
+    arc_id = LAYOUT_IDS[layout][0]
+    _session_dir, g = _session(tmp_path, arc_id, "#!/bin/sh\n")
+    with open(g, "a") as f:
+        f.write("joboption_outputfile_0='/up.dat'\njoboption_env_0='JIM_OUTPUTMERGE=indexed'\n")
+    _control(controldir, arc_id, "output").write_text("/up.dat http://127.0.0.1:9/up\\ dat\n")
+    proc = _backend("submit", "--config", str(cfg), str(g))
+    assert proc.returncode == 1 and "up.dat" in proc.stdout and "upload" in proc.stdout, proc
+    assert "joboption_jobid" not in g.read_text()
+    assert not (jim_env.home / "db").exists() or not list((jim_env.home / "db").glob("*.xml"))
+    # the same job, its output fetched by the client (no URL): accepted
+    _control(controldir, arc_id, "output").write_text("/up.dat\n")
+    proc = _backend("submit", "--config", str(cfg), str(g))
+    assert proc.returncode == 0, proc
 
 
 # ---------------------------------------------------------------------------

@@ -86,6 +86,17 @@ def kick_argument(controldir: str, arc_id: str, kind: str | None = None) -> str:
     return job_file(controldir, arc_id, "local", FLAT)
 
 
+def sibling(grami_path: str, suffix: str) -> str:
+    """Another control file of the job whose grami is ``grami_path`` (the path A-REX gave the submit
+    step): ``job.<id>.grami`` -> ``job.<id>.<suffix>`` on ARC 6, ``.../grami`` -> ``.../<suffix>`` on ARC 7."""
+    head, _sep, name = grami_path.rpartition("/")
+    if name == "grami":
+        return f"{head}/{suffix}"
+    if name.startswith("job.") and name.endswith(".grami"):
+        return f"{head}/{name[: -len('grami')]}{suffix}"
+    raise ValueError(f"not a grami file's name: {name[:60]!r}")
+
+
 def _tree_parts(arc_id: str) -> tuple[str, str, str, str]:
     if not _TREE_ID.fullmatch(arc_id):
         raise ValueError(f"not an ARC 7 job id: {arc_id[:60]!r}")

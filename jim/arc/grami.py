@@ -26,10 +26,14 @@ grami                              jim attribute
                                    A-REX's HTCondor and PBS backends add it up)
 ``joboption_queue``                ``queue`` (when jim's configuration names that queue)
 ``joboption_jobname``              ``jobname`` (one word: blanks become ``_``)
-``joboption_outputfile_N``         ``outputs``: each declared file other than stdout, stderr
-                                   and the output tar, as a pattern the local jobs' outputs
-                                   are gathered by (into the output tar, one per local job)
-``joboption_runtime_N``            ``ENV/JIM/<TYPE>``: ``jimtype`` = the type, lower-cased
+``joboption_outputfile_N``         ``keepfiles``: each declared file other than stdout, stderr
+                                   and the output tar, merged from the local jobs under its
+                                   name in the session directory (:mod:`jim.keep`); with the
+                                   URLs of A-REX's ``output`` list (:func:`with_upload_urls`)
+(none)                             ``directoryview`` = ``true``: each local job runs in a view
+                                   of the session directory (sandbox/jimworkdir.py)
+``joboption_runtime_N``            ``ENV/JIM/<TYPE>``: ``jimtype`` = the type, lower-cased (any
+                                   other RTE runs in its stages: :mod:`jim.arc.rte`)
 ``joboption_runtime_N_M``          ``name=value``: the jim attribute ``name``
 ``JIM_<NAME>`` environment         the jim attribute ``<name>`` (only where no runtime
                                    environment option gave it; ``JIM_JOBTYPE`` and
@@ -154,15 +158,48 @@ def _declared_outputs(options: dict[str, str], attrs: dict[str, list[Value]]) ->
     return out
 
 
+def upload_urls(output_list: str) -> dict[str, str]:
+    """Declared output name -> upload URL, from A-REX's ``output`` list of the job (the control
+    directory's ``job.<id>.output``, A-REX 7's ``jobs/.../output``: one line per declared file,
+    ``<name> [<url> [<credential>]]``, blanks and backslashes escaped by a backslash).  The grami
+    names the declared files only (``joboption_outputfile_N='/name'``); a file without a URL (the
+    client fetches it) is not in the answer."""
+    if len(output_list.encode("utf-8", "surrogateescape")) > MAX_GRAMI_BYTES:
+        raise GramiError(f"the job's output list is longer than {MAX_GRAMI_BYTES} bytes")
+    urls: dict[str, str] = {}
+    for line in output_list.splitlines():
+        words = re.findall(r"(?:\\.|[^\s\\])+", line.strip())
+        fields = [re.sub(r"\\(.)", r"\1", w) for w in words]
+        if len(fields) >= 2 and fields[0].strip("/") and "://" in fields[1]:
+            urls[fields[0].strip().lstrip("/")] = fields[1]
+    return urls
+
+
+def with_upload_urls(desc: JobDescription, output_list: str) -> None:
+    """The ``keepfiles`` of ``desc`` that A-REX uploads (:func:`upload_urls`) as ``(name url)``:
+    jim then refuses an ``indexed`` merge of them, which would not write the name A-REX uploads."""
+    urls = upload_urls(output_list)
+    kept = desc.attrs.get("keepfiles") or []
+    desc.attrs["keepfiles"] = [[v, urls[v]] if isinstance(v, str) and v in urls else v for v in kept]
+    if not desc.attrs["keepfiles"]:
+        del desc.attrs["keepfiles"]
+
+
 def to_description(
-    text: str, *, known: set[str] | None = None, queues: set[str] | None = None
+    text: str,
+    *,
+    known: set[str] | None = None,
+    queues: set[str] | None = None,
+    options: dict[str, str] | None = None,
 ) -> tuple[JobDescription, dict[str, str]]:
     """The jim description of a grami text, and its parsed options.
 
     ``known``: the attribute names ``JIM_*`` variables may set (default: jim's own, see
     :data:`jim.jobdesc.JIM_ATTRIBUTES`); ``queues``: the queue names jim's configuration has (the ARC
-    queue is passed on only when it is one of them; None: always)."""
-    options = parse(text)
+    queue is passed on only when it is one of them; None: always); ``options``: the ``joboption_*``
+    values to read instead of the text's (after the runtime environments' stage 0, see
+    :mod:`jim.arc.rte`; the text stays the description's source)."""
+    options = parse(text) if options is None else options
     known = set(JIM_ATTRIBUTES) if known is None else known
     attrs = _program(options)
     environment = _environment(options)
@@ -178,8 +215,9 @@ def to_description(
         attrs[name] = list(values)
     attrs.setdefault("outputtar", [DEFAULT_OUTPUT_TAR])  # (relative: in the session directory)
     declared = _declared_outputs(options, attrs)
-    if declared and "outputs" not in attrs:
-        attrs["outputs"] = declared
+    if declared and "keepfiles" not in attrs:
+        attrs["keepfiles"] = declared  # (kept under their names in the session directory: jim.keep)
+    attrs.setdefault("directoryview", ["true"])  # (each local job sees the session directory)
     desc = from_mapping(attrs, source_format="grami", source_text=text)
     return desc, options
 

@@ -14,7 +14,8 @@ arc.conf            meaning                                          default
 ``jim_config``      ``JIM_CONFIG`` of every jim run (optional)        jim's own
 ``scan_passes``,    the scan's passes per run and the seconds         1, 2.0
 ``scan_interval``   between them
-``[arex]``          ``controldir``: the info step's default
+``[arex]``          ``controldir``: the info step's default;
+                    ``runtimedir``: where the site's own RTEs are
 ``[queue:NAME]``    the CE's queues
 ==================  ===============================================  =============================
 
@@ -95,6 +96,7 @@ class Options:
     scan_interval: float = 2.0
     controldir: str = ""
     queues: list[str] = field(default_factory=list)
+    runtimedirs: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: str | None) -> Options:
@@ -110,6 +112,7 @@ class Options:
             scan_interval=_number(custom, "scan_interval", 2.0, float),
             controldir=blocks.get("arex", {}).get("controldir", ""),
             queues=[b[len("queue:") :] for b in blocks if b.startswith("queue:")],
+            runtimedirs=[d for d in [blocks.get("arex", {}).get("runtimedir", "")] if d],
         )
         if not os.path.isabs(opts.jim_command):
             raise BackendError(f"[custom:jim] jim_command must be an absolute path, not {opts.jim_command[:200]!r}")

@@ -10,12 +10,17 @@ steps run jim in this process, as that account:
   home is checked as every jim command checks it, and jim's log is set up;
 * the grami file is read without following a symbolic link, bounded
   (:data:`jim.arc.grami.MAX_GRAMI_BYTES`);
+* A-REX's per-job credential variables (``X509_USER_PROXY`` ...) are taken
+  out of the environment first: jim's worker, monitor and local jobs never
+  inherit them; only stage 0 of the runtime environments sees them;
 * **submit** turns the grami into a jim description (:mod:`jim.arc.grami`:
   ``JIM_*`` variables may name jim's attributes and every installed job
-  type's; the ARC queue is passed on when jim's configuration has it),
-  submits it through jim's normal path (:func:`jim.submit.submit`, the same
-  checks as ``jim submit``) and appends ``joboption_jobid=<jim id>`` to the
-  grami (never through a symbolic link);
+  type's; the ARC queue is passed on when jim's configuration has it), runs
+  stage 0 of the job's runtime environments and builds the description from
+  the values it left, with the command run by the session directory's
+  stage 1/2 script (:mod:`jim.arc.rte`), submits it through jim's normal path
+  (:func:`jim.submit.submit`, the same checks as ``jim submit``) and appends
+  ``joboption_jobid=<jim id>`` to the grami (never through a symbolic link);
 * **cancel** is ``jim cancel`` of the grami's ``joboption_jobid``.
 
 A refused description or a failed cancel raises jim's error
@@ -28,7 +33,9 @@ from __future__ import annotations
 import os
 import pwd
 
-from jim.arc.grami import MAX_GRAMI_BYTES, GramiError, parse, to_description
+from jim.arc import controldir as cd
+from jim.arc import rte
+from jim.arc.grami import MAX_GRAMI_BYTES, GramiError, parse, to_description, with_upload_urls
 from jim.arc.options import BackendError, Options, user_env
 from jim.cancel import cancel as jim_cancel
 from jim.config import Config, load_for_step
@@ -43,11 +50,25 @@ from jim.submit import submit as jim_submit
 
 def submit(opts: Options, grami_path: str) -> str:
     """Submit the grami's job to jim; append ``joboption_jobid``; return the jim id."""
-    _become_user(opts)
+    credentials = _become_user(opts)
     config = load_for_step()
     text = _read_grami(grami_path)
-    desc, _options = to_description(text, known=_known_attributes(), queues=_queue_names(config))
-    job_id = jim_submit(Site(config), desc)
+    known, queues = _known_attributes(), _queue_names(config)
+    desc, options = to_description(text, known=known, queues=queues)  # (refused before any RTE runs)
+    rtes = rte.plan(options, opts.runtimedirs)
+    script = None
+    if rtes:
+        values = rte.run_stage0(options, rtes, {**os.environ, **credentials})
+        final = rte.after_stage0(options, values)
+        desc, _ = to_description(text, known=known, queues=queues, options=rte.wrapped_options(final))
+        script = rte.write_script(final, rte.runtime_script(final, rtes))
+    try:
+        with_upload_urls(desc, _output_list(grami_path))
+        job_id = jim_submit(Site(config), desc)
+    except BaseException:
+        if script:
+            rte.remove_script(script)
+        raise
     fd = os.open(grami_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.write(fd, f"joboption_jobid={job_id}\n".encode())
@@ -66,15 +87,18 @@ def cancel(opts: Options, grami_path: str) -> str:
     return jim_cancel(Site(config), job_id).name
 
 
-def _become_user(opts: Options) -> None:
-    """HOME, USER, JIM_HOME (and JIM_CONFIG) of the calling account, from the password database."""
+def _become_user(opts: Options) -> dict[str, str]:
+    """HOME, USER, JIM_HOME (and JIM_CONFIG) of the calling account, from the password database; A-REX's
+    credential variables taken out of the environment and returned (for the RTEs' stage 0 alone)."""
     try:
         pw = pwd.getpwuid(os.getuid())
     except KeyError:
         raise BackendError(f"uid {os.getuid()} has no account") from None
+    credentials = rte.pop_credentials(os.environ)
     os.environ.update(user_env(opts, pw))
     if not opts.jim_config:
         os.environ.pop("JIM_CONFIG", None)
+    return credentials
 
 
 def _read_grami(path: str) -> str:
@@ -82,12 +106,32 @@ def _read_grami(path: str) -> str:
         fd, _st = open_regular(path, follow=False)
     except (OSError, NotRegular) as e:
         raise GramiError(f"cannot read the grami file {path}: {e}") from None
+    return _read_bounded(fd, "grami file")
+
+
+def _output_list(grami_path: str) -> str:
+    """The job's ``output`` control file beside its grami (the declared outputs' upload URLs), bounded,
+    never through a symbolic link; empty when A-REX wrote none."""
+    try:
+        path = cd.sibling(grami_path, "output")
+    except ValueError:  # (a grami not named as A-REX names it: no list beside it)
+        return ""
+    try:
+        fd, _st = open_regular(path, follow=False)
+    except FileNotFoundError:
+        return ""
+    except (OSError, NotRegular) as e:
+        raise GramiError(f"cannot read the job's control file {path}: {e}") from None
+    return _read_bounded(fd, "job's output list")
+
+
+def _read_bounded(fd: int, what: str) -> str:
     try:
         data = read_at_most(fd, MAX_GRAMI_BYTES + 1)
     finally:
         os.close(fd)
     if len(data) > MAX_GRAMI_BYTES:
-        raise GramiError(f"the grami file is longer than {MAX_GRAMI_BYTES} bytes")
+        raise GramiError(f"the {what} is longer than {MAX_GRAMI_BYTES} bytes")
     return data.decode("utf-8", "surrogateescape")
 
 

@@ -58,6 +58,27 @@ def arc():
     return arc_ce.start("jim-fork")
 
 
+def _arc_ce(name: str):
+    from support import arc as arc_ce  # (lazy: only the ARC tests need it)
+
+    ok, why = arc_ce.available(name)
+    require_service(ok, f"the ARC CE test service {name} ({why})")
+    return arc_ce.connect(name, "jim-fork")
+
+
+@pytest.fixture(scope="module", params=["arc6", "arc7"])
+def each_arc(request):
+    """Each ARC CE test service in turn, jim on fork behind it: A-REX 6.17 (tests/services/arc) and
+    A-REX 7.0 (tests/services/arc7, in the trixie chroot); a test using it runs once per CE."""
+    return _arc_ce(request.param)
+
+
+@pytest.fixture(scope="module")
+def arc7():
+    """The ARC 7 CE test service (tests/services/arc7), jim on fork behind it."""
+    return _arc_ce("arc7")
+
+
 @pytest.fixture(scope="session")
 def _slurm_cluster_session():
     from support.slurm_cluster import session_cluster  # (lazy: only the slurm_cluster tests need it)

@@ -1,18 +1,19 @@
-"""jim behind a real NorduGrid ARC CE (A-REX 6.17), driven by the real ARC client.
+"""jim behind real NorduGrid ARC CEs, driven by the real ARC client: A-REX 6.17 and A-REX 7.0.
 
-The service is tests/services/arc (scripts/test.sh starts it; as root
-``tests/services/arc/start.sh``): A-REX on loopback with the LRMS ``jim``
-installed by ``jim arc-install``; the client commands run as an unprivileged
-account, the grid jobs as the mapped account, whose jim runs the local jobs on
-the fork backend or, for the Slurm tests, on the test Slurm.  jim's job type
-and its options travel as an ARC runtime environment
-(``runtimeenvironment="ENV/JIM/MONTECARLO" "events=1000" ...``).
+The services are tests/services/arc (A-REX 6.17 on this host) and tests/services/arc7 (A-REX 7.0
+in the HTCondor pool's trixie chroot, with its own client, test CA and JWT issuer); scripts/test.sh
+starts both (as root ``tests/services/arc/start.sh``, ``tests/services/arc7/start.sh``). A-REX
+listens on loopback with the LRMS ``jim`` installed by ``jim arc-install``; the client commands run
+as an unprivileged account, the grid jobs as the mapped account, whose jim runs the local jobs on
+the fork backend or, for the Slurm tests (6.17 only), on the test Slurm.  jim's job type and its
+options travel as an ARC runtime environment (``runtimeenvironment="ENV/JIM/MONTECARLO"
+"events=1000" ...``); every job also gets the suite's default RTE ``ENV/JIMTEST/DEFAULT``.
 
-The jobs of each backend are submitted together by a module fixture; each test
-then checks its own job.  The Slurm job is followed by one ``arcstat`` loop
-(:class:`support.arc.Watch`) that keeps every state the client was shown.
-What the client shows lags A-REX by up to the info provider's period (5 s
-here, set by start.sh).
+The fork-backend jobs run on both CEs (the ``each_arc`` fixture: ``[arc6]``, ``[arc7]``), submitted
+together by a module fixture; each test then checks its own job.  ARC 7 also takes a job
+authenticated by a bearer token alone.  The Slurm job is followed by one ``arcstat`` loop
+(:class:`support.arc.Watch`) that keeps every state the client was shown.  What the client shows
+lags A-REX by up to the info provider's period (5 s here, set by start.sh).
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def check_montecarlo(ce: arc_ce.ArcCE, job: arc_ce.ArcJob, local_jobs: int, per_
 
 
 @pytest.fixture(scope="module")
-def fork_jobs(arc):
-    """Every fork-backend job of this module, submitted at once (each test then waits for its own)."""
+def fork_jobs(each_arc):
+    """Every fork-backend job of this module on one CE, submitted at once (each test then waits for its own)."""
+    arc = each_arc
     jobs = {
         "mc": arc.submit("arc-mc", mc_xrsl("arc-mc", 1000, 250), {"mc.sh": MC_SCRIPT}),
         "exit3": arc.submit(
@@ -131,12 +133,32 @@ def test_bad_job_type_fails_at_submit_with_jims_reason(fork_jobs):
     ce, jobs = fork_jobs
     job = jobs["badtype"]
     fields = ce.wait(job, "Failed", timeout=240)
-    # A-REX 6.17 keeps its own "Job submission to LRMS failed" as the Job Error; the submit step's
+    # A-REX keeps its own "Job submission to LRMS failed" as the Job Error; the submit step's
     # stderr goes to the job's log, which the client reads with arccat -l
-    log = ce.run("arccat", "-l", job.url).stdout
+    log = ce.log(job)
     reason = "unknown job type 'nosuchtype'"
     assert reason in fields.get("Job Error", "") or reason in log, (fields, log)
     assert ce.jim_id(job) is None, "jim recorded a grid job for a refused description"
+
+
+# -- ARC 7: a job with a bearer token and no proxy --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def token_job(arc7):
+    job = arc7.submit("arc7-token-mc", mc_xrsl("arc7-token-mc", 600, 200), {"mc.sh": MC_SCRIPT}, token=True)
+    yield arc7, job
+    arc7.clean(job)
+
+
+def test_token_only_job_on_arc7_runs_through_jim(token_job):
+    ce, job = token_job
+    check_montecarlo(ce, job, local_jobs=3, per_job=200)
+    local = ce.local(job)
+    # A-REX authorised it through the JWT issuer's authgroup: the job's owner is the token's subject
+    assert local.get("auth") == "jimtestjwt", local
+    assert local.get("subject", "").startswith(local.get("tokenclaim.iss", "?")), local
+    assert ce.jim_id(job), ce.diagnostics(job)
 
 
 # -- jim on Slurm -----------------------------------------------------------------------------
@@ -261,8 +283,8 @@ def test_arc_count_8_is_one_local_job_of_8_cores(slot_jobs, form):
         assert plan["memoryMB"] == "800", plan
 
 
-def test_service_listens_on_loopback_only(arc):
-    port = arc.endpoint.split(":")[2].split("/")[0]
+def test_service_listens_on_loopback_only(each_arc):
+    port = each_arc.endpoint.split(":")[2].split("/")[0]
     p = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True)
     addresses = [line.split()[3] for line in p.stdout.splitlines()]
     assert addresses and all(a.startswith("127.0.0.1:") for a in addresses), addresses

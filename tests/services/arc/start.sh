@@ -138,6 +138,9 @@ done
 ARC_CONFIG="$CONF" arcctl rte enable -f ENV/JIM/GENERIC ENV/JIM/MONTECARLO ENV/JIM/REPROCESSING \
     ENV/JIM/CONCAT ENV/JIM/PARAMETRIC > "$STATE/log/rte-enable.out" 2>&1 \
     || { cat "$STATE/log/rte-enable.out" >&2; arc_die "arcctl rte enable failed"; }
+# ARC's ENV/PROXY and the suite's own ENV/JIMTEST/* (ENV/JIMTEST/DEFAULT a default RTE: every job
+# goes through RTE processing), as on the ARC 7 CE
+"$HERE/../lib/arc-rtes.sh" "$STATE/rte" "$CONF"
 
 # Without this file the web service's start script runs "openssl dhparam 4096"
 # (minutes of CPU); a standard RFC 7919 group is accepted as it is.

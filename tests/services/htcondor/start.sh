@@ -10,7 +10,8 @@
 #   - an unprivileged account $TEST_USER (jobs of root are refused by HTCondor), the same uid in the chroot;
 #   - jim installed in the chroot at $CHROOT_VENV (what blahpd runs for `grid_resource = batch jim`)
 #     and on the host at /opt/jim-test-venv (what the account runs), both from this repository;
-#   - every file under config.d/ here copied into the pool's configuration (e.g. a job-router route).
+#   - every file under config.d/ here copied into the pool's configuration (e.g. a job-router route; the
+#     schedd restarted when its environment lacks the SCHEDD_ENVIRONMENT one sets, as jim-arc.config does).
 # Jobs run inside the chroot: every path they touch must be under $BINDS (mounted at the same path).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -115,6 +116,30 @@ else
     [ -s "$STATE/master.pid" ] && break; sleep 0.2
   done
   running || die "condor_master did not start: see $ROOT/var/log/condor/MasterLog"
+fi
+# SCHEDD_ENVIRONMENT (config.d/jim-arc.config: X509_CERT_DIR for Condor-G's arc_gahp, which inherits the
+# schedd's environment through the gridmanager) reaches the schedd only when the master starts it:
+# condor_reconfig leaves a running schedd's environment as it was. Restarted when it lacks a variable.
+schedd_pid() {
+  local p
+  for p in $(pgrep -x condor_schedd); do
+    [ "$(readlink "/proc/$p/root")" = "$(readlink -f "$ROOT")" ] && { echo "$p"; return 0; }
+  done
+  return 1
+}
+schedd_env_ok() {
+  local pid v
+  pid=$(schedd_pid) || return 1
+  for v in $(in_root condor_config_val SCHEDD_ENVIRONMENT 2>/dev/null); do
+    tr '\0' '\n' < "/proc/$pid/environ" | grep -qxF -- "$v" || return 1
+  done
+}
+for _ in $(seq 60); do schedd_pid >/dev/null && break; sleep 0.5; done
+if ! schedd_env_ok; then
+  log "the schedd's environment lacks SCHEDD_ENVIRONMENT: condor_restart -daemon schedd"
+  in_root condor_restart -daemon schedd >/dev/null
+  for _ in $(seq 360); do schedd_env_ok && break; sleep 0.5; done   # (the master may wait ~30 s to restart it)
+  schedd_env_ok || die "the restarted schedd's environment still lacks SCHEDD_ENVIRONMENT: see $ROOT/var/log/condor/SchedLog"
 fi
 for _ in $(seq 90); do
   in_root condor_status -af Name 2>/dev/null | grep -q . && in_root condor_q -totals >/dev/null 2>&1 && break

@@ -205,6 +205,7 @@ def test_stage0_values_read_back_and_become_the_description(site):
     assert ["WEIRD", WEIRD] in desc.environment() or ("WEIRD", WEIRD) in desc.environment()
     assert desc.executable == "/bin/bash"
     assert desc.arguments == [str(site.session / rte.SCRIPT_NAME), str(site.session / "run.sh"), WEIRD]
+    assert desc.get("jobname") == "run.sh"  # (stage 0 took the name away: the job's own executable's, not bash)
 
 
 def test_stage0_cannot_move_where_jim_writes(site):

@@ -489,6 +489,9 @@ def wrapped_options(options: dict[str, str]) -> dict[str, str]:
         values[0] = os.path.normpath(os.path.join(options.get("joboption_directory", ""), values[0]))
     for i, value in enumerate([BASH, script_path(options), *values]):
         out[f"joboption_arg_{i}"] = value
+    if values and not " ".join(out.get("joboption_jobname", "").split()):
+        # (the job is named after its own executable, as without the script, not "bash")
+        out["joboption_jobname"] = os.path.basename(values[0]) or values[0]
     return out
 
 

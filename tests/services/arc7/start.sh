@@ -74,8 +74,9 @@ if [ "$MODE" = jim-fork ]; then
         printf '[site]\nrecommended_cpu_per_job = 3600\nmax_local_jobs = 500\ndefault_events_per_job = 250\n\n'
         printf '[monitor]\ninterval = 0.5\nlost_grace = 120.0\nidle_exit = 60.0\n\n'
         printf '[deadlines]\ncancel_grace = 3.0\n\n[retry]\nmax_attempts = 1\n'
-        # (the fork backend's core slots: more than this small host's, as a test cluster declares)
-        printf '\n[batch]\nadapter = "fork"\ncores = 16\n'
+        # (the fork backend's core slots: more than this small host's, as a test cluster declares;
+        # JIM_TEST_ARC7_FORK_CORES: more, for bench/bench_arc7.py's N local jobs at once)
+        printf '\n[batch]\nadapter = "fork"\ncores = %s\n' "${JIM_TEST_ARC7_FORK_CORES:-16}"
     } > "$ROOT$jconf"
     chmod 644 "$ROOT$jconf"
     inroot "$jim" arc-install --prefix /usr/share/arc --jim "$jim" --home-pattern '~/.jim-arc-fork' \

@@ -22,9 +22,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jim.states import EndCause, Evidence, LocalState
+
+if TYPE_CHECKING:  # (the record's package loads lxml, which loading the configuration must not)
+    from jim.record.usage import Usage
 
 #: The generation of an answer that was not stamped (a failed query, or one not asked through the cache).
 UNSTAMPED = -1
@@ -49,6 +52,9 @@ class BatchStatus:
     """Why it ended, when the batch system says so clearly (a node failure, a preemption, its
     wall-time limit...; see :class:`jim.states.EndCause`); None otherwise.  Only ever set with a
     terminal (or, for a launch failure, held) state, and never changes the state."""
+    usage: Usage | None = None
+    """What the job used, from an accounting record (already checked: :func:`jim.record.usage.checked`);
+    None otherwise.  Not kept in the shared status answer (:meth:`to_json`): a status has none."""
 
     def to_json(self) -> list[Any]:
         # (``_value_``: the members' values without the enum property's cost; a status answer has

@@ -7,7 +7,10 @@
 * **query**: ``squeue -h -r -t all -u <user> -o '%i|%A|%F|%K|%T|%r|%j|%k'``,
   once per ``cache_interval`` for everything the user has.
 * **accounting**: ``sacct -n -P`` for jobs that left ``squeue`` (or ended there); records
-  whose name is not jim's tag are ignored, those of steps only give their batch step's memory peak.
+  whose name is not jim's tag are ignored, those of steps only give their memory peak.  A task's
+  record also says what it used (:data:`USAGE_ACCT_FIELDS`, source ``sacct``): ElapsedRaw, AllocCPUS
+  and NodeList always, UserCPU, SystemCPU and the steps' MaxRSS only where the cluster gathers them
+  (``JobAcctGatherType`` not ``jobacct_gather/none``, asked once a day; else they are unknown).
 * **cancel**: ``scancel`` of whole arrays, or of their tasks.
 * **find by tag**: ``squeue``, then ``sacct`` of the last week, by job name.
 * **why a job ended** (:data:`STATE_CAUSES`, :data:`LAUNCH_FAILURE_REASONS`, :func:`over_memory`):
@@ -26,8 +29,9 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jim.adapters import capacity
 from jim.adapters.base import CommandAdapter
@@ -38,6 +42,9 @@ from jim.jobid import parse_tag_name, tag_name
 from jim.ranges import array_spec, parse_array_spec
 from jim.states import EndCause, Evidence, LocalState
 
+if TYPE_CHECKING:
+    from jim.record.usage import Usage
+
 log = logging.getLogger("jim.adapters")
 
 SQUEUE_FORMAT = "%i|%A|%F|%K|%T|%r|%j|%k"
@@ -45,6 +52,13 @@ SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,JobName,Comment"
 #: The accounting of vanished jobs also reads the memory a job asked for and its batch step's peak
 #: (asked without ``-X``: the steps' lines carry MaxRSS), to see a job killed for its memory.
 ACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,ReqMem,MaxRSS,JobName,Comment"
+#: What the accounting query asks: :data:`ACCT_FIELDS` and what each task used (jim.record.usage).
+USAGE_ACCT_FIELDS = (
+    "JobID,JobIDRaw,State,ExitCode,Submit,Start,End,ReqMem,MaxRSS,"
+    "ElapsedRaw,UserCPU,SystemCPU,AllocCPUS,NodeList,JobName,Comment"
+)
+#: sacct's CPU times: ``[D-][HH:]MM:SS[.mmm]``.
+_SLURM_DURATION = re.compile(r"(?:([0-9]{1,5})-)?(?:([0-9]{1,2}):)?([0-9]{1,2}):([0-9]{1,2})(?:\.([0-9]{1,6}))?")
 DEFAULT_MAX_ARRAY_SIZE = 1001
 #: Seconds the accounting is asked again for a job squeue shows killed by a signal and slurmdbd
 #: has no final record of yet (slurmdbd is fed asynchronously, about a second behind).
@@ -219,7 +233,9 @@ def _exit_code(value: str) -> int | None:
     return 128 + sig_i if sig_i and not code_i else code_i
 
 
-def parse_sacct(text: str, wanted: set[str] | None = None, memory: bool = False) -> dict[str, BatchStatus]:
+def parse_sacct(
+    text: str, wanted: set[str] | None = None, memory: bool = False, usage: bool = False
+) -> dict[str, BatchStatus]:
     """States of jim's array tasks from ``sacct -n -X -P -o SACCT_FIELDS`` (``memory``: from
     ``sacct -n -P -o ACCT_FIELDS``, the steps' records too), by batch id.
 
@@ -227,14 +243,16 @@ def parse_sacct(text: str, wanted: set[str] | None = None, memory: bool = False)
     recently submitted one is kept (callers still check its tag).
     """
     out: dict[str, BatchStatus] = {}
-    for jobid, st in parse_sacct_rows(text, wanted, memory):
+    for jobid, st in parse_sacct_rows(text, wanted, memory, usage):
         old = out.get(jobid)
         if old is None or (st.submitted or 0) >= (old.submitted or 0):
             out[jobid] = st
     return out
 
 
-def parse_sacct_rows(text: str, wanted: set[str] | None = None, memory: bool = False) -> list[tuple[str, BatchStatus]]:
+def parse_sacct_rows(
+    text: str, wanted: set[str] | None = None, memory: bool = False, usage: bool = False
+) -> list[tuple[str, BatchStatus]]:
     """Every record of jim's array tasks, in sacct's order: (batch id, status).
 
     Tasks that never started are folded into one record of their array:
@@ -242,11 +260,14 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None, memory: bool = F
     ``<array>``.  A folded range is unfolded; a bare array record counts for
     the tasks of that array in ``wanted`` (callers still check the tags it
     gives them).  ``memory``: the lines have :data:`ACCT_FIELDS` (with the
-    steps' lines), and a job killed for its memory says so (:func:`over_memory`).
+    steps' lines), and a job killed for its memory says so (:func:`over_memory`).  ``usage``: the
+    lines have :data:`USAGE_ACCT_FIELDS`, and an ended task's status carries what it used.
     """
-    n = len((ACCT_FIELDS if memory else SACCT_FIELDS).split(","))
+    memory = memory or usage
+    n = len((USAGE_ACCT_FIELDS if usage else ACCT_FIELDS if memory else SACCT_FIELDS).split(","))
     rows = [f for f in (_split(line.strip(), n) for line in text.splitlines()) if f is not None]
     batch_rss = {f[1].partition(".")[0]: f[8] for f in rows if memory and f[1].endswith(".batch")}
+    peaks = _step_peaks(rows) if usage else {}
     out: list[tuple[str, BatchStatus]] = []
     for f in rows:
         jobid, raw, state, exitcode, submit = f[:5]
@@ -257,7 +278,8 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None, memory: bool = F
         cause = end_cause(state) if jim_state.terminal else None
         if cause is None and memory and over_memory(state, exitcode, f[7], batch_rss.get(raw, "")):
             cause = EndCause.OUT_OF_MEMORY
-        array_id, _, _ = jobid.partition("_")
+        array_id, _, task = jobid.partition("_")
+        used = _usage(f, peaks.get(raw)) if usage and jim_state.terminal and task.isdigit() else None
         for t in _sacct_tasks(jobid, raw, wanted):
             out.append(
                 (
@@ -271,10 +293,49 @@ def parse_sacct_rows(text: str, wanted: set[str] | None = None, memory: bool = F
                         tag=tag.tag(t),
                         submitted=_slurm_time(submit),
                         cause=cause,
+                        usage=used,
                     ),
                 )
             )
     return out
+
+
+def _step_peaks(rows: list[list[str]]) -> dict[str, str]:
+    """The largest MaxRSS of any step of each job (by JobIDRaw), in KiB as text."""
+    peaks: dict[str, float] = {}
+    for f in rows:
+        raw, dot, _step = f[1].partition(".")
+        mb = _memory_mb(f[8]) if dot else None
+        if mb is not None:
+            peaks[raw] = max(peaks.get(raw, 0.0), mb)
+    return {raw: "%d" % round(mb * 1024) for raw, mb in peaks.items()}
+
+
+def _usage(f: list[str], peak_kb: str | None) -> Usage:
+    """What one task used, from its line of :data:`USAGE_ACCT_FIELDS` and its steps' peak RSS
+    (checked: :func:`jim.record.usage.checked`)."""
+    from jim.record.usage import Source, checked  # (lazy: the record's package loads lxml; only an ended task's)
+
+    elapsed, user, system, cpus, nodes = f[9:14]
+    fields = {"wall": elapsed, "cores": cpus, "cpu_user": _duration(user), "cpu_system": _duration(system)}
+    if peak_kb is not None:
+        fields["max_rss_kb"] = peak_kb
+    if nodes and nodes not in ("None", "None assigned"):
+        fields["node"] = nodes
+    return checked(Source.SACCT, {k: v for k, v in fields.items() if v is not None})
+
+
+def _duration(value: str) -> str | None:
+    """Seconds, as text, of one of sacct's CPU times (``01:02.345``, ``1-02:03:04``); '' when it is
+    not one ("x": checked() counts it malformed), None when there is none."""
+    if not value:
+        return None
+    m = _SLURM_DURATION.fullmatch(value.strip())
+    if m is None:
+        return "x"
+    days, hours, minutes, seconds, frac = m.groups()
+    total = int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds)
+    return f"{total}.{frac}" if frac else str(total)
 
 
 def over_memory(state: str, exitcode: str, req_mem: str, batch_max_rss: str) -> bool:
@@ -427,7 +488,7 @@ class SlurmAdapter(CommandAdapter):
         return sorted({b.partition("_")[0] for b in batch_ids if "_" in b}, key=int)
 
     def accounting_argv(self, units: Sequence[str]) -> list[str]:
-        return ["sacct", "-n", "-P", "-o", ACCT_FIELDS, "-j", ",".join(units)]
+        return ["sacct", "-n", "-P", "-o", USAGE_ACCT_FIELDS, "-j", ",".join(units)]
 
     def accounting(self, batch_ids: list[str]) -> dict[str, BatchStatus]:
         """The records of ``batch_ids``; for a job squeue shows killed by a signal (FAILED,
@@ -460,7 +521,28 @@ class SlurmAdapter(CommandAdapter):
         return late
 
     def parse_accounting(self, stdout: str, wanted: set[str]) -> dict[str, BatchStatus]:
-        return parse_sacct(stdout, wanted, memory=True)
+        found = parse_sacct(stdout, wanted, usage=True)
+        if self.gathers_usage():
+            return found
+        # (no gatherer: sacct shows 00:00:00 CPU and no MaxRSS for every job: not measured, unknown)
+        return {
+            b: replace(st, usage=replace(st.usage, cpu_user=None, cpu_system=None, max_rss_kb=None))
+            if st.usage is not None
+            else st
+            for b, st in found.items()
+        }
+
+    def gathers_usage(self) -> bool:
+        """Does the cluster gather the jobs' CPU and memory (``JobAcctGatherType``, asked once a day)?"""
+        return bool(self.cache.fact("JobAcctGatherType", self._ask_gathers_usage))
+
+    def _ask_gathers_usage(self) -> bool:
+        try:
+            proc = self.run(["scontrol", "show", "config"], error=QueryError)
+        except QueryError:
+            return False  # (unknown stays unknown)
+        m = re.search(r"^JobAcctGatherType\s*=\s*(\S+)", proc.stdout, re.M)
+        return m is not None and m.group(1) != "jobacct_gather/none"
 
     def history_tags(self, grid_id: str, missing: set[str]) -> dict[str, str]:
         """jim's jobs of the last week in the accounting, by tag (the first record of a tag wins)."""

@@ -188,6 +188,28 @@ def _blah_steps(sub: Subparsers) -> None:
     )
 
 
+def _accounting(sub: Subparsers) -> None:
+    sp = sub.add_parser(
+        "accounting",
+        help="core-hours, CPU efficiency, memory, events and wasted core-hours by cause; --publish: APEL records",
+    )
+    sp.add_argument("--by", choices=("grid-job", "user", "vo", "day"), default="grid-job", help="group by")
+    sp.add_argument("--since", metavar="TIME", help="attempts that ended at or after (YYYY-MM-DD or ISO 8601, UTC)")
+    sp.add_argument("--until", metavar="TIME", help="attempts that ended before")
+    sp.add_argument("--json", action="store_true", help="machine-readable")
+    sp.add_argument(
+        "--publish",
+        action="store_true",
+        help="append the APEL blah records of ended grid jobs to [accounting] blah_log_dir (once each)",
+    )
+    sp.add_argument(
+        "--home",
+        action="append",
+        metavar="DIR",
+        help="--publish as root: a jim home to publish (a glob; repeat; default: this command's home)",
+    )
+
+
 def _worker(sub: Subparsers) -> None:
     sub.add_parser(background.WORKER_COMMAND).add_argument("job_id")  # (no help: not listed)
 
@@ -208,6 +230,7 @@ _ADD = {
     "handlers": _handlers,
     "doctor": _doctor,
     "advertise": _advertise,
+    "accounting": _accounting,
     "serve": _serve,
     "gram-install": _gram_install,
     "arc-install": _arc_install,

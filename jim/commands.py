@@ -39,7 +39,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from jim import background, doctor, poll
+from jim import accounting, apel, background, doctor, poll
 from jim.arguments import parser
 from jim.cancel import cancel, kill
 from jim.config import load
@@ -235,6 +235,21 @@ def cmd_doctor(site: Site, args: argparse.Namespace) -> int:
     return doctor.doctor(site.config)
 
 
+def cmd_accounting(site: Site, args: argparse.Namespace) -> int:
+    """``jim accounting``: the figures of the home's records; ``--publish``: APEL's blah records."""
+    if args.publish:
+        published = apel.publish_configured(site.config, site.home, args.home or [])
+        print(dump(published.to_json()) if args.json else published.render())
+        return 0
+    since, until = accounting.parse_time(args.since, "--since"), accounting.parse_time(args.until, "--until")
+    found = accounting.summarize(accounting.records(site.db, since), args.by, since, until)
+    if args.json:
+        print(dump([s.to_json() for s in found]))
+    else:
+        print(accounting.render(found, args.by), end="")
+    return 0
+
+
 def cmd_advertise(site: Site, args: argparse.Namespace) -> int:
     from jim.advertise import run  # (lazy: HTCondor's ClassAd bindings, never imported with jim: see above)
 
@@ -281,6 +296,7 @@ FOR_PEOPLE: dict[str, PeopleCommand] = {
     "doctor": cmd_doctor,
     "serve": cmd_serve,
     "advertise": cmd_advertise,
+    "accounting": cmd_accounting,
     background.WORKER_COMMAND: cmd_worker,
     background.MONITOR_COMMAND: cmd_monitor,
 }

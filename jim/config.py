@@ -43,6 +43,10 @@ Example (every key optional)::
     cancel_grace = 5.0                # wait for wrappers to flush after a kill
     lock = 10.0                       # wait this long for a record's lock
 
+    [accounting]                      # APEL blah records (docs/accounting.md)
+    blah_log_dir = ""                 # "" = none written
+    ce_id = ""                        # the CE as APEL names it; {queue}: the local job's queue
+
     [handlers.montecarlo]             # per-handler options
     balanced = true
 
@@ -169,6 +173,24 @@ class AdvertiseConfig:
 
 
 @dataclass(frozen=True)
+class AccountingConfig:
+    """``[accounting]``: APEL blah records (see jim.apel and docs/accounting.md)."""
+
+    blah_log_dir: str = ""
+    """The directory of the daily blah files apelparser reads; "" = none written."""
+    blah_log_prefix: str = "blahp.log"
+    """Their names: ``<prefix>-YYYYMMDD`` (APEL's ``[blah] filename_prefix``)."""
+    ce_id: str = ""
+    """The CE as the APEL client's SpecRecords name it; ``{queue}`` is the local job's queue."""
+
+    def __post_init__(self) -> None:
+        if self.blah_log_dir and not self.ce_id:
+            raise ConfigError("[accounting].ce_id must be set with blah_log_dir (the CE APEL's records name)")
+        if not self.blah_log_prefix or "/" in self.blah_log_prefix or self.blah_log_prefix.startswith("."):
+            raise ConfigError("[accounting].blah_log_prefix must be a file name (no '/', not starting with '.')")
+
+
+@dataclass(frozen=True)
 class JimTable:
     """``[jim]``: where this user's jim keeps its data ($JIM_HOME wins)."""
 
@@ -186,6 +208,7 @@ class Config:
     handlers: dict[str, dict[str, Any]] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     advertise: AdvertiseConfig = AdvertiseConfig()
+    accounting: AccountingConfig = AccountingConfig()
     source: str = "built-in defaults"
 
     def handler_options(self, name: str) -> dict[str, Any]:
@@ -207,7 +230,18 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
     """A Config from an already-parsed TOML document."""
     env = os.environ if env is None else env
     data = dict(data)
-    allowed = {"jim", "site", "batch", "monitor", "deadlines", "retry", "handlers", "resources", "advertise"}
+    allowed = {
+        "jim",
+        "site",
+        "batch",
+        "monitor",
+        "deadlines",
+        "retry",
+        "handlers",
+        "resources",
+        "advertise",
+        "accounting",
+    }
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
@@ -236,6 +270,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
         handlers={k: dict(v) for k, v in handlers.items()},
         resources=dict(data.get("resources", {})),
         advertise=settings.load(AdvertiseConfig, data.get("advertise", {}), "[advertise]"),
+        accounting=settings.load(AccountingConfig, data.get("accounting", {}), "[accounting]"),
         source=source,
     )
 

@@ -20,15 +20,21 @@ the job was queued says nothing about it.  While the batch system shows the
 job, its state is taken as it is (RUNNING, HELD ...), except that a RUNNING
 shown after the wrapper wrote its exit-code file is the batch system being
 late, not news.
+
+When an attempt ends, what it used is recorded with it (:meth:`LocalJob.set_usage`) from the same
+evidence: the wrapper's measure in its exit-code file, else the accounting record's (its ``source``
+says which: ``wrapper``, ``sacct`` ...), else nothing (unknown).  Usage fields that are malformed
+or absurd are counted unknown and logged once, when the attempt ends.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from jim.adapters.model import BatchStatus
 from jim.localfiles import ExitFile
-from jim.record import GridJob, LocalJob
+from jim.log import for_job
+from jim.record import GridJob, LocalJob, Usage
 from jim.states import EndCause, Evidence, LocalState
 from jim.timestamps import now_iso, parse_iso
 
@@ -90,10 +96,30 @@ def ended_by_cancel(lj: LocalJob, ec: ExitFile | None, reason: str) -> None:
     """A cancel (or a kill) stopped the local job: DONE when its wrapper says it had ended well
     first, else CANCELLED with ``reason`` (and the exit code its wrapper wrote, if it wrote one)."""
     if ec is not None and ec.succeeded:
-        lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
+        ended = lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
     else:
         code = ec.code if ec is not None else None
-        lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=code, reason=reason)
+        ended = lj.set_state(LocalState.CANCELLED, evidence=Evidence.CANCEL, exit_code=code, reason=reason)
+    if ended and ec is not None:
+        record_usage(lj, ec.usage(lj.plan_cores), "the wrapper's exit file")
+
+
+def record_usage(lj: LocalJob, usage: Usage | None, where: str) -> None:
+    """Record what the attempt that just ended used (None: nobody measured it: nothing recorded).
+    Fields that were not trusted are logged, once: this is called once per attempt, when it ends."""
+    if usage is None:
+        return
+    if usage.node is None and lj.get("node"):
+        usage = replace(usage, node=lj.get("node"))  # (the node its wrapper reported when it started)
+    lj.set_usage(usage)
+    if usage.rejected:
+        for_job("jim.evidence", lj.get("MasterJobID") or "").warning(
+            "local job %d attempt %d: usage in %s malformed or absurd, counted unknown: %s",
+            lj.index,
+            lj.attempt,
+            where,
+            ", ".join(usage.rejected),
+        )
 
 
 def own_record(lj: LocalJob, record: BatchStatus | None, slack: float) -> BatchStatus | None:
@@ -176,12 +202,14 @@ def _ended_by_exit_file(lj: LocalJob, ec: ExitFile, cancelled: bool, cause: EndC
         killed_by = lj.el.get("killedBy")
         ended_by_cancel(lj, ec, f"killed by {killed_by}" if killed_by else "cancelled")
     elif ec.succeeded:
-        lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0)
+        if lj.set_state(LocalState.DONE, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=0):
+            record_usage(lj, ec.usage(lj.plan_cores), "the wrapper's exit file")
     else:
         reason = f"{ec.reason}; {cause.describe()}" if cause is not None else ec.reason
         if lj.set_state(LocalState.FAILED, evidence=Evidence.WRAPPER_EXIT_FILE, exit_code=ec.code or 1, reason=reason):
             if cause is not None:
                 lj.set("cause", cause.value)
+            record_usage(lj, ec.usage(lj.plan_cores), "the wrapper's exit file")
 
 
 def _ended_by_record(lj: LocalJob, st: BatchStatus, started: bool = True) -> None:
@@ -199,5 +227,7 @@ def _ended_by_record(lj: LocalJob, st: BatchStatus, started: bool = True) -> Non
         cause = EndCause.NOT_STARTED
     if cause is not None:  # why it ended, when the batch system says: "...; node failure (NODE_FAIL)"
         reason = f"{reason}; {cause.describe()}" if reason else cause.describe()
-    if lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=reason) and cause is not None:
-        lj.set("cause", cause.value)
+    if lj.set_state(st.state, evidence=st.evidence, exit_code=code, reason=reason):
+        if cause is not None:
+            lj.set("cause", cause.value)
+        record_usage(lj, st.usage, f"the {st.usage.source.value} record" if st.usage is not None else "")

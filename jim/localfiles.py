@@ -8,7 +8,9 @@ only writer; this module is the only reader on jim's side:
 ``heartbeat``   epoch seconds, rewritten every ``heartbeat`` seconds while the job runs
 ``progress``    ``<phase> <done> <total>`` lines appended by the job (the last per phase counts;
                 ASCII digits only, bounded; other lines are counted and ignored)
-``exit_code``   written last, atomically: the job's exit code, then ``key=value`` lines
+``exit_code``   written last, atomically: the job's exit code, then ``key=value`` lines (among them
+                what the job used: ``cpu_user``, ``cpu_system``, ``max_rss_kb``, ``wall``, ``cores``,
+                ``node``; read by :meth:`ExitFile.usage`, checked by :func:`jim.record.usage.checked`)
 ``stdout``, ``stderr``, ``wrapper.log``, ``outputs/``   (gathered by jim.outputs)
 """
 
@@ -19,15 +21,20 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jim.jobid import parse_local_dir_name
 from jim.safeio import open_regular, read_at_most, read_regular
+
+if TYPE_CHECKING:
+    from jim.record.usage import Usage
 
 #: The tail of a progress file that is read (a job that writes without end costs no more).
 MAX_PROGRESS_BYTES = 64 * 1024
 MAX_PHASE_NAME = 64
 MAX_EXIT_BYTES = 16 * 1024
+#: The exit file's keys that say what the job used (see :mod:`jim.record.usage`).
+USAGE_KEYS = ("cpu_user", "cpu_system", "max_rss_kb", "wall", "cores", "node")
 _EXIT_CODE = re.compile(r"-?[0-9]{1,9}", re.ASCII)
 _HEARTBEAT = re.compile(rb"[0-9]{1,11}")
 MAX_PROGRESS_LINE = 256
@@ -53,6 +60,15 @@ class ExitFile:
     def wrapper_failed(self) -> bool:
         """The wrapper failed before it ran the job's command (the node's fault, not the job's)."""
         return "wrapper_error" in self.info
+
+    def usage(self, cores: int | None = None) -> Usage | None:
+        """What the job used, as the wrapper measured it (None: the wrapper wrote no measure, say it
+        failed before the job ran).  Every field is checked (:func:`jim.record.usage.checked`):
+        one that is malformed or absurd is None and named in ``rejected``.  ``cores``: the plan's."""
+        from jim.record.usage import Source, checked  # (lazy: the record's package loads lxml; adapters import this)
+
+        fields = {k: self.info[k] for k in USAGE_KEYS if k in self.info}
+        return checked(Source.WRAPPER, fields, cores=cores) if fields else None
 
     @property
     def reason(self) -> str:

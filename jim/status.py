@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from lxml import etree
 
-from jim.record import GridJob, LocalJob, child, required
+from jim.record import GridJob, LocalJob, Usage, child, required
 from jim.timestamps import parse_iso
 
 ORDER = {
@@ -135,7 +135,15 @@ def local_row(lj: LocalJob) -> dict[str, Any]:
         "attempt": attempt,
         "retryAfter": get("retryAfter"),
         "attempts": _attempts(el, get, attempt, tag, exit_code),
+        "usage": usage_of(el),
     }
+
+
+def usage_of(el: Any) -> dict[str, Any] | None:
+    """What the attempt of a <localjob> or an <attempt> element used (:class:`jim.record.Usage`), as JSON;
+    None when nobody measured it."""
+    found = el.find("usage")
+    return Usage.of_element(found).to_json() if found is not None else None
 
 
 def attempts_of(lj: LocalJob) -> list[dict[str, Any]]:
@@ -171,6 +179,7 @@ def _attempts(
                 "retryReason": a.get("retryReason"),
                 "retryBy": a.get("retryBy"),
                 "retryAt": a.get("retryAt"),
+                "usage": usage_of(past),
             }
         )
     out.append(
@@ -191,6 +200,7 @@ def _attempts(
             "retryReason": None,
             "retryBy": None,
             "retryAt": None,
+            "usage": usage_of(el),
         }
     )
     return out
@@ -290,6 +300,7 @@ def summary_with_counts(job: GridJob, counts: dict[str, int]) -> tuple[dict[str,
         "jobtype": job.jobtype,
         "name": job.get("name"),
         "owner": job.get("owner"),
+        "identity": job.identity().as_json(),
         "adapter": job.get("adapter"),
         "created": job.get("created"),
         "updated": job.get("updated"),
@@ -301,5 +312,6 @@ def summary_with_counts(job: GridJob, counts: dict[str, int]) -> tuple[dict[str,
         "outputTar": job.output_tar,
         "failReason": job.fail_reason,
         "retries": job.retries(),
+        "usage": job.usage_totals().to_json(),
     }
     return data, [(name, a[0], a[1], a[2]) for name, a in acc.items()]

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, cast
 
 from lxml import etree
 
+from jim.identity import Identity, describe
 from jim.record import GridJob, LocalJob, child, required
 from jim.status import (
     ORDER,
@@ -189,6 +190,7 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
         f"  name       {safe(data.get('name')) or '-'}",
         f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, "
         f"batch system {safe(data.get('adapter'))}",
+        f"  identity   {_identity(data.get('identity'))}",
         f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}",
         f"  plan: {safe(plan.get('localJobs'))} local jobs, binding limit {safe(plan.get('binding'))}",
         f"  each local job: {_shape(plan)}",
@@ -196,6 +198,11 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
     if plan.get("explanation"):
         lines.append(f"        {safe(plan['explanation'])}")
     return lines
+
+
+def _identity(found: dict[str, Any] | None) -> str:
+    """The grid identity's line: subject, token, primary FQAN and the front end; ``unknown`` without one."""
+    return safe(describe(Identity.from_json(found or {})))
 
 
 def _shape(plan: dict[str, Any]) -> str:
@@ -234,11 +241,53 @@ def _counts_and_progress(data: dict[str, Any], view: _View, now: float) -> list[
     finished = sum(c for s, c in counts.items() if s in TERMINAL)
     lines.append(f"  ended      {bar(finished / n if n else None)}  ({finished} of {n} local jobs)")
     lines += _retries_line(data, view, now)
+    lines += _usage_line(data.get("usage") or {})
     if data.get("outputTar"):
         lines.append(f"  output tar {safe(data['outputTar'])}")
     if data.get("failReason"):
         lines.append(f"  failed     {safe(data['failReason'])}")
     return lines
+
+
+def _usage_line(totals: dict[str, Any]) -> list[str]:
+    """``  used       CPU 2.1 s (user 2.0 s, system 0.1 s), 2.3 core-s, peak RSS 205 MB on cn1, cn2
+    (2 attempts measured, 1 not)``: the grid job's totals (jim.record.usage.Totals), when any."""
+    measured, unknown = totals.get("measured") or 0, totals.get("unknown") or 0
+    if not measured and not unknown:
+        return []
+    parts = []
+    if totals.get("cpu") is not None:
+        parts.append(
+            f"CPU {_seconds(totals['cpu'])} (user {_seconds(totals.get('cpuUser'))}, "
+            f"system {_seconds(totals.get('cpuSystem'))})"
+        )
+    if totals.get("coreSeconds") is not None:
+        parts.append(f"{_seconds(totals['coreSeconds'])} core-s")
+    if totals.get("maxRssKb") is not None:
+        parts.append(f"peak RSS {_megabytes(totals['maxRssKb'])}")
+    nodes = [safe(n)[:40] for n in totals.get("nodes") or ()]
+    where = f" on {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}" if nodes else ""
+    counted = f"{measured} attempt{'' if measured == 1 else 's'} measured" + (f", {unknown} not" if unknown else "")
+    return [f"  used       {', '.join(parts) or 'unknown'}{where} ({counted})"]
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:.1f} s" if isinstance(value, (int, float)) else "?"
+
+
+def _megabytes(kb: Any) -> str:
+    return f"{kb / 1024:.0f} MB" if isinstance(kb, (int, float)) else "?"
+
+
+def _usage_info(usage: dict[str, Any] | None) -> str:
+    """``cpu 1.0 s, rss 205 MB, wall 1.1 s (wrapper)``: what a local job's attempt used, when measured."""
+    if not usage:
+        return ""
+    cpu = (usage.get("cpuUser") or 0.0) + (usage.get("cpuSystem") or 0.0)
+    parts = [f"cpu {_seconds(cpu)}" if usage.get("cpuUser") is not None else "cpu ?"]
+    parts.append(f"rss {_megabytes(usage['maxRssKb'])}" if usage.get("maxRssKb") is not None else "rss ?")
+    parts.append(f"wall {_seconds(usage.get('wall'))}")
+    return f"{', '.join(parts)} ({safe(usage.get('source'))})"
 
 
 def _attempt_count(lj: dict[str, Any]) -> int:
@@ -286,7 +335,8 @@ def _local_table(data: dict[str, Any], view: _View, rows: int, now: float) -> li
     for lj in map(view.full, ordered[:rows]):
         ph = "; ".join(f"{safe(p['name'])} {p['done']}/{p['total']}" for p in lj.get("progress") or ())
         reason = safe(lj.get("reason"))[:120]
-        info = " | ".join(x for x in (reason if lj["state"] != "DONE" else "", ph) if x)
+        used = _usage_info(lj.get("usage"))
+        info = " | ".join(x for x in (reason if lj["state"] != "DONE" else "", ph, used) if x)
         code = "" if lj.get("exitCode") is None else str(lj["exitCode"])
         attempt = f" {_attempt_count(lj):>3}" if tried else ""
         lines.append(

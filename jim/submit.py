@@ -31,6 +31,7 @@ import os
 import shutil
 
 from jim import background, faults, journal
+from jim import identity as ident
 from jim import log as jlog
 from jim import plan as planning
 from jim.handlers.base import Plan
@@ -52,13 +53,21 @@ def submit(
     env: dict[str, str] | None = None,
     start_background: bool = True,
     announce: Callable[[str], None] | None = None,
+    identity: ident.Identity | None = None,
 ) -> str:
     """Record a new grid job and start its worker; return the grid job id.
 
     ``announce(job_id)`` writes the answer (``jim submit``'s ``JOB_ID`` line) and returns once it
     is written; the grid job is confirmed only after that (see the module docstring).
+
+    ``identity``: who submitted it, as the front end calling this says it (ARC's and BLAH's steps); when
+    None, the proxy ``X509_USER_PROXY`` of ``env`` (this process's environment: GRAM's job manager sets
+    it to the job's delegated proxy) names, if any.  Never anything of the description: a job cannot
+    name its own identity.
     """
     env = dict(os.environ if env is None else env)
+    if identity is None:
+        identity = ident.from_environment(env, source="gram" if env.get("JIM_GRAM_JOB_DIR") else "submit")
     job_id = new_job_id()
     _handler, plan, commands = planning.make_plan(site.config, desc, job_id=job_id)
     resolve_user_paths(desc, site.home.root)  # stdout, stderr, outputtar: absolute, never into jim's home
@@ -67,7 +76,7 @@ def submit(
     announced = False
     try:
         faults.point("submit-after-pending")
-        record = _record(site, job_id, desc, (plan, commands), env)
+        record = _record(site, job_id, desc, (plan, commands), (env, identity))
         faults.point("submit-after-record")
         if announce is not None:
             announce(job_id)
@@ -79,6 +88,8 @@ def submit(
         raise
     log = jlog.for_job("jim.submit", job_id)
     log.info("grid job %s submitted: type %s, %d local jobs (%s)", job_id, desc.jimtype, plan.n, plan.explanation)
+    if identity.known:
+        log.info("grid job %s submitted by %s", job_id, ident.describe(identity))
     if start_background:
         try:
             background.run_detached(site.home.root, lambda: _run_worker(site, job_id, (record, plan, commands)))
@@ -88,10 +99,15 @@ def submit(
 
 
 def _record(
-    site: Site, job_id: str, desc: JobDescription, planned: tuple[Plan, planning.Commands], env: dict[str, str]
+    site: Site,
+    job_id: str,
+    desc: JobDescription,
+    planned: tuple[Plan, planning.Commands],
+    caller: tuple[dict[str, str], ident.Identity],
 ) -> GridJob:
     """Write the grid job's work area with its plan, then its record: all of it, or nothing."""
     plan, commands = planned
+    env, identity = caller
     job_dir = site.home.job_dir(job_id)
     os.mkdir(job_dir, 0o700)
     try:
@@ -117,6 +133,7 @@ def _record(
                 meta=meta,
             ),
         )
+        record.set_identity(identity)
         record.recompute(site.policy)
         site.db.create(record)
     except BaseException:

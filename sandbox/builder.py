@@ -4,8 +4,9 @@ The tarball holds ``manifest.json`` (the argv and environment of every local
 job, the output patterns, the heartbeat period), ``bin/jim-progress`` and the
 files the handler added through :class:`WorkArea` (``inputs/...``).  The
 wrapper (``wrapper.py``) sits next to the tarball in the grid job's directory
-so that a batch script can start it, with its helper ``jimworkdir.py`` (a
-local job's view of the job's directory and its declared outputs) beside it.
+so that a batch script can start it, with its helpers beside it: ``jimworkdir.py`` (a
+local job's view of the job's directory and its declared outputs) and ``jimusage.py``
+(what the job used, measured with ``os.wait4``).
 
 Building is idempotent: the tarball is written to a temporary name and renamed
 into place, so a worker killed half-way leaves either no sandbox or a whole one.
@@ -38,6 +39,8 @@ SANDBOX_NAME = "sandbox.tar.gz"
 WRAPPER_NAME = "wrapper.py"
 #: The wrapper's helper for a job's directory view and declared outputs, beside it (it imports it).
 WORKDIR_NAME = "jimworkdir.py"
+#: The wrapper's helper that measures what the job used (os.wait4), beside it (it imports it).
+USAGE_NAME = "jimusage.py"
 
 
 def _safe_arcname(name: str) -> str:
@@ -239,9 +242,10 @@ def build(
     sandbox = job_dir / SANDBOX_NAME
     wrapper = job_dir / WRAPPER_NAME
     pkg = resources.files("jim.sandbox")
-    helper = job_dir / WORKDIR_NAME
-    if not helper.exists():  # (before the wrapper: a wrapper that exists finds its helper beside it)
-        atomic_write(helper, pkg.joinpath(WORKDIR_NAME).read_bytes(), mode=0o600, sync=False)
+    for name in (WORKDIR_NAME, USAGE_NAME):
+        helper = job_dir / name
+        if not helper.exists():  # (before the wrapper: a wrapper that exists finds its helpers beside it)
+            atomic_write(helper, pkg.joinpath(name).read_bytes(), mode=0o600, sync=False)
     if not wrapper.exists():
         atomic_write(wrapper, pkg.joinpath(WRAPPER_NAME).read_bytes(), mode=0o700, sync=False)
     if sandbox.exists():

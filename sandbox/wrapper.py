@@ -23,7 +23,7 @@ What it does, in order:
 5. moves the declared outputs (manifest ``keep``) to OUT/kept/, then the files matching the output
    patterns to OUT/outputs/, named <stem>.<K>[.a<N>][.<batch id>]<suffix>;
 6. writes OUT/exit_code (atomically): the job's exit code on the first line (128+N for a job killed
-   by signal N), then ``key=value`` lines, and touches DIR;
+   by signal N), then ``key=value`` lines (with what the job used: jimusage.py), and touches DIR;
 7. exits with the job's exit code, except codes the batch system reserves (manifest
    ``reserved_exit_codes``, e.g. 99 and 100 on Grid Engine): 1; the true code is in OUT/exit_code.
 
@@ -96,21 +96,13 @@ def atomic_write(path, text):
 
 
 def to_bytes(text):
-    """A manifest string as the bytes it stands for: UTF-8, and lone surrogates (bytes that were
-    not UTF-8 where the description was read) back to those bytes."""
+    """A manifest string as its bytes: UTF-8, lone surrogates (bytes that were not UTF-8) back to bytes."""
     return text.encode("utf-8", "surrogateescape")
 
 
 def parse_args(argv):
-    opts = {
-        "index": None,
-        "index_env": None,
-        "index_offset": 0,
-        "sandbox": None,
-        "outroot": None,
-        "scratch": None,
-        "attempt": "1",
-    }  # type: dict
+    opts = {"index": None, "index_env": None, "index_offset": 0, "attempt": "1"}  # type: dict
+    opts.update(sandbox=None, outroot=None, scratch=None)
     it = iter(argv)
     for a in it:
         key = a.lstrip("-").replace("-", "_")
@@ -428,6 +420,7 @@ class LocalRun(object):
         self.scratch, self.cwd, self.outdir, self.bid = scratch, scratch, here.outdir, here.bid
         self.log, self.touch = here.log, here.touch
         self.progress = os.path.join(here.outdir, "progress")
+        self.measure = helper("jimusage").Measure(self.job.get("env"))  # (lazy: beside this file)
 
     def path(self, name):
         return os.path.join(self.outdir, name)
@@ -533,6 +526,7 @@ def run_job(run):
         info["signal"] = -rc
     if signals.received:
         info["terminated_by"] = signals.received[0]
+    info.update(run.measure.fields())
     if view is not None:
         view.keep_outputs()
     collect_outputs(run, run.manifest.get("outputs", []))
@@ -543,13 +537,19 @@ def workdir(run):
     """The job's view of its directory and its declared outputs (jimworkdir.py, beside this file), or None."""
     if not (run.manifest.get("view") or run.manifest.get("keep")):
         return None
+    return helper("jimworkdir").View(run)  # (lazy: only such a job needs it; sets run.cwd)
+
+
+def helper(name):
+    """A helper module beside this file (jimworkdir.py, jimusage.py), imported when first needed."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    return __import__("jimworkdir").View(run)  # (lazy: only such a job needs it; sets run.cwd)
+    return __import__(name)
 
 
 def _run_command(run, argv, env, stdin, signals):
     """The job's process, started and waited for; its return code, or (127, info) when it cannot run."""
     with open(run.path("stdout"), "ab") as out, open(run.path("stderr"), "ab") as err:
+        run.measure.start()
         try:
             proc = subprocess.Popen(
                 [to_bytes(a) for a in argv],
@@ -566,7 +566,7 @@ def _run_command(run, argv, env, stdin, signals):
         finally:
             os.close(stdin)
         signals.started(proc)
-        return proc.wait()  # (retried on EINTR by Python itself since 3.5: PEP 475)
+        return run.measure.wait(proc)  # (os.wait4: the job's rusage with its return code)
 
 
 def hb_started(outdir):

@@ -37,6 +37,7 @@ LAYERS = {
         "jim.proc",
         "jim.ownership",
         "jim.safeio",
+        "jim.identity",
         "jim.classads",
         "jim.faults",
         "jim.log",
@@ -74,6 +75,8 @@ LAYERS = {
         "jim.keep",
         "jim.status",
         "jim.statustext",
+        "jim.accounting",
+        "jim.apel",
     ],
     "interfaces": [
         "jim.cli",

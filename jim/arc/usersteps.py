@@ -21,6 +21,9 @@ steps run jim in this process, as that account:
   stage 1/2 script (:mod:`jim.arc.rte`), submits it through jim's normal path
   (:func:`jim.submit.submit`, the same checks as ``jim submit``) and appends
   ``joboption_jobid=<jim id>`` to the grami (never through a symbolic link);
+  with the grid identity A-REX wrote in the job's ``local`` control file beside the grami
+  (``subject=``, ``voms=``, ``tokenclaim.iss=`` / ``tokenclaim.sub=``: :func:`jim.identity.from_arc_local`),
+  never anything of the job's description or environment;
 * **cancel** is ``jim cancel`` of the grami's ``joboption_jobid``.
 
 A refused description or a failed cancel raises jim's error
@@ -41,6 +44,7 @@ from jim.cancel import cancel as jim_cancel
 from jim.config import Config, load_for_step
 from jim.errors import JobNotFound
 from jim.handlers import discover
+from jim.identity import Identity, from_arc_local
 from jim.jobdesc import JIM_ATTRIBUTES
 from jim.requirements import parse_resources
 from jim.safeio import NotRegular, open_regular, read_at_most
@@ -64,7 +68,7 @@ def submit(opts: Options, grami_path: str) -> str:
         script = rte.write_script(final, rte.runtime_script(final, rtes))
     try:
         with_upload_urls(desc, _output_list(grami_path))
-        job_id = jim_submit(Site(config), desc)
+        job_id = jim_submit(Site(config), desc, identity=_identity(grami_path))
     except BaseException:
         if script:
             rte.remove_script(script)
@@ -99,6 +103,14 @@ def _become_user(opts: Options) -> dict[str, str]:
     if not opts.jim_config:
         os.environ.pop("JIM_CONFIG", None)
     return credentials
+
+
+def _identity(grami_path: str) -> Identity:
+    """Who submitted the job, as A-REX wrote it in the job's ``local`` file beside the grami."""
+    try:
+        return from_arc_local(cd.sibling(grami_path, "local"))
+    except ValueError:  # (a grami not named as A-REX names it: no local file beside it)
+        return Identity(source="arc")
 
 
 def _read_grami(path: str) -> str:

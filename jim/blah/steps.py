@@ -8,6 +8,7 @@ home are the account's own (``$JIM_CONFIG`` when ``blah.config`` names
 
 * **submit** reads the options (:mod:`jim.blah.submitargs`), runs the local
   submit attributes hook (:mod:`jim.blah.hook`), submits the description
+  with blahpd's grid identity (:func:`jim.blah.submitargs.identity`)
   through jim's normal path (:func:`jim.submit.submit`: the same checks as
   ``jim submit``; a refused description records nothing) and prints
   ``BLAHP_JOBID_PREFIXjim/<id>``.  A refusal is jim's one-line reason on
@@ -65,7 +66,7 @@ def submit(argv: list[str]) -> int:
         sys.stdout.write(f"{JOBID_PREFIX}{LRMS}/{job_id}\n")
         sys.stdout.flush()
 
-    jim_submit(Site(config), desc, announce=announce)
+    jim_submit(Site(config), desc, announce=announce, identity=submitargs.identity(request))
     return 0
 
 

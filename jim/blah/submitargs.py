@@ -29,6 +29,10 @@ BLAH option (the job's ClassAd)       jim attribute
 ``-u`` (the proxy's subject), ``-j``  recorded with the description (its source text)
 ====================================  ===================================================
 
+The grid identity (:func:`identity`) is blahpd's, never the job's: the subject and VOMS FQANs of the
+proxy ``-x`` names (read as :func:`jim.identity.from_proxy` reads one: the account's own regular file,
+bounded), else the subject ``-u`` says; a ``JIM_*`` or ``X509_*`` variable of the job sets nothing of it.
+
 The options blahpd passes for its own machinery (``-T`` its temporary
 directory, ``-C`` the CE requirements file, read by :mod:`jim.blah.hook`,
 ``-D``, ``-s``, ``-r``, ``-p``, ``-l``, ``-I``, ``-O``, ``-R``, ``-A``,
@@ -40,12 +44,15 @@ from __future__ import annotations
 
 import getopt
 import json
+import logging
+import os
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from jim.errors import DescriptionError, GramError, InvalidAttribute
+from jim.identity import Identity, ProxyError, from_proxy, text
 from jim.jobdesc import JobDescription, Value, from_mapping, shown
 from jim.jobdesc.limits import MAX_MEMORY_MB
 
@@ -225,3 +232,19 @@ def to_description(
     attrs.setdefault("outputtar", [DEFAULT_OUTPUT_TAR])  # (relative: in the job's working directory)
     source = json.dumps({"options": request.options, "arguments": request.arguments}, sort_keys=True)
     return from_mapping(attrs, source_format="blah", source_text=source)
+
+
+def identity(request: SubmitRequest) -> Identity:
+    """Who submitted the job, as blahpd says it: the proxy of ``-x`` (relative to ``-w``), else ``-u``."""
+    proxy = request.get("x")
+    if proxy and not proxy.startswith("/") and request.get("w").startswith("/"):
+        proxy = os.path.join(request.get("w"), proxy)
+    found = from_proxy(proxy or None, source="blah")
+    if found.subject:
+        return found
+    try:
+        subject = text(request.get("u"), "subject (-u)")
+    except ProxyError as e:
+        logging.getLogger("jim.identity").warning("grid identity (blah): the subject is not recorded: %s", e)
+        subject = None
+    return Identity(subject=subject, source="blah")

@@ -19,6 +19,8 @@
 # Each method is one call of the jim command:
 #
 #   submit:  jim submit --description <job dir>/jim-description.json
+#            (X509_USER_PROXY: the job's delegated proxy, whose subject and
+#            VOMS FQANs jim records as the grid job's identity)
 #   poll:    jim poll   --job-id ID
 #   cancel:  jim cancel --job-id ID
 #
@@ -129,6 +131,12 @@ sub submit
         unless defined $file;
 
     my %env;
+    # The grid identity jim records is the job's delegated proxy: the file the job
+    # manager exports into this job's directory, else the X509_USER_PROXY it sets
+    # for this script. Never the RSL's environment (that is the job's own).
+    my $proxy = "$self->{jim_dir}/x509_user_proxy";
+    $proxy = $ENV{X509_USER_PROXY} unless -f $proxy;
+    $env{X509_USER_PROXY} = $proxy if defined($proxy) && $proxy ne '' && -f $proxy;
     my $seg = seg_dir();
     if (defined $seg)
     {

@@ -28,11 +28,18 @@ A grid job record::
           <history><state name="QUEUED" at="..."/>...</history>
           <progress><phase name="d0gstar" done="117" total="250" at="..."/></progress>
         </localjob>
+        <localjob index="2" ... state="DONE" ...>
+          ...
+          <usage source="wrapper" cpuUser="1.013" cpuSystem="0.021" maxRssKb="215040" wall="1.094"
+                 cores="1" node="cn3"/>          (what the attempt used: jim.record.usage)
+        </localjob>
         <localjob index="1" tag="<id>.1.2" attempt="2" state="RUNNING" batchId="..." node="cn2" ...>
           ...
           <attempts>
             <attempt n="1" tag="<id>.1" batchId="..." node="cn1" state="FAILED" evidence="batch"
-                     cause="NODE_FAIL" reason="..." retryReason="node failure (NODE_FAIL)" retryAt="..."/>
+                     cause="NODE_FAIL" reason="..." retryReason="node failure (NODE_FAIL)" retryAt="...">
+              <usage source="sacct" wall="3605" cores="1" node="cn1"/>
+            </attempt>
           </attempts>
         </localjob>
       </localjobs>
@@ -52,6 +59,7 @@ from jim.record.elements import (
 from jim.record.gridjob import NO_FAILURES, GridJob, failure_reason
 from jim.record.localjob import LocalJob
 from jim.record.new import NewJob, new_record
+from jim.record.usage import Source, Totals, Usage
 
 __all__ = [
     "NO_FAILURES",
@@ -62,6 +70,9 @@ __all__ = [
     "GridJob",
     "LocalJob",
     "NewJob",
+    "Source",
+    "Totals",
+    "Usage",
     "child",
     "failure_reason",
     "new_record",

@@ -6,12 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lxml import etree
 
+from jim.identity import UNKNOWN, Identity
 from jim.record.elements import child, clean, required
 from jim.record.localjob import LocalJob
+from jim.record.usage import Totals, Usage
 from jim.states import FailurePolicy, GramState, LocalState, aggregate_counts, grid_exit_code
 from jim.timestamps import now_iso, parse_iso
 
@@ -24,6 +26,12 @@ _UNSPLIT = etree.XPath(
     % " or ".join(f"@state='{n}'" for n in sorted(_TERMINAL_NAMES))
 )
 
+#: Every attempt's <usage>, and how many attempts ended after they ran with none (see usage_totals)
+_USAGES = etree.XPath("localjobs/localjob/usage | localjobs/localjob/attempts/attempt/usage")
+_RAN_UNMEASURED = "[@ended][@batchId][@started or @node][not(usage)]"
+_UNMEASURED = etree.XPath(
+    f"count(localjobs/localjob{_RAN_UNMEASURED}) + count(localjobs/localjob/attempts/attempt{_RAN_UNMEASURED})"
+)
 _RETRIES = etree.XPath("count(localjobs/localjob/attempts/attempt)")
 _RETRY_AFTER = etree.XPath("localjobs/localjob[@state='PLANNED']/@retryAfter", smart_strings=False)
 
@@ -128,6 +136,22 @@ class GridJob:
     def plan(self) -> dict[str, str]:
         p = self.root.find("plan")
         return {str(k): str(v) for k, v in p.attrib.items()} if p is not None else {}
+
+    def identity(self) -> Identity:
+        """Who submitted this grid job, as its gatekeeper front end said it (``<identity>``; every field
+        None or empty that the front end did not say, :data:`jim.identity.UNKNOWN` without one)."""
+        el = self.root.find("identity")
+        return Identity.from_record({str(k): str(v) for k, v in el.attrib.items()}) if el is not None else UNKNOWN
+
+    def set_identity(self, identity: Identity) -> None:
+        """Record the front end's ``identity`` (at submit); one that says nothing, not even its source,
+        records nothing."""
+        attrs = identity.record_attrs()
+        old = self.root.find("identity")
+        if old is not None:
+            self.root.remove(old)
+        if attrs:
+            etree.SubElement(self.root, "identity", {k: clean(v) for k, v in attrs.items()})
 
     def meta(self, name: str) -> str | None:
         """A value of the <meta> element (jim-internal settings of this grid job)."""
@@ -241,6 +265,15 @@ class GridJob:
         """How many attempts of its local jobs were followed by another (retries and resubmissions)."""
         found = _RETRIES(self.root)
         return int(found) if isinstance(found, float) else 0
+
+    def usage_totals(self) -> Totals:
+        """What every attempt of every local job used, summed (:class:`jim.record.usage.Totals`): each
+        attempt with a ``<usage>``, and as ``unknown`` each one that ended after it ran (a batch id and
+        a start or a node) with none.  An attempt still queued or running is not counted yet."""
+        found = _USAGES(self.root)
+        usages = [Usage.of_element(el) for el in cast("list[etree._Element]", found)] if isinstance(found, list) else []
+        unmeasured = _UNMEASURED(self.root)
+        return Totals.of([*usages, *[None] * (int(unmeasured) if isinstance(unmeasured, float) else 0)])
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -9,6 +9,7 @@ from lxml import etree
 
 from jim.jobid import local_tag
 from jim.record.elements import child, clean, required
+from jim.record.usage import Usage
 from jim.states import Evidence, LocalState, may_transition
 from jim.timestamps import now_iso, parse_iso
 
@@ -172,9 +173,46 @@ class LocalJob:
             el.set("retryAfter", now_iso(retry_after))
         for p in list(child(el, "progress")):
             child(el, "progress").remove(p)
+        usage = el.find("usage")
+        if usage is not None:  # (the closed attempt's measure goes with it)
+            attempts[-1].append(usage)
         why = f"attempt {n + 1}: {clean(reason)}"[:500]
         etree.SubElement(child(el, "history"), "state", name=LocalState.PLANNED.value, at=stamp, reason=why)
         return n + 1
+
+    # -- usage (see jim.record.usage) ---------------------------------------------
+    def usage(self, attempt: int | None = None) -> Usage | None:
+        """What attempt ``attempt`` (the current one by default) used, as measured; None when nobody
+        measured it (or it has not ended, or there is no such attempt)."""
+        if attempt is None or attempt == self.attempt:
+            el = self.el.find("usage")
+        else:
+            el = next(
+                (a.find("usage") for a in self.el.iterfind("attempts/attempt") if a.get("n") == str(attempt)), None
+            )
+        return Usage.of_element(el) if el is not None else None
+
+    def usages(self) -> list[tuple[int, Usage | None]]:
+        """(attempt, its usage or None) of every attempt, oldest first, the current one last."""
+        out = []
+        for a in self.el.iterfind("attempts/attempt"):
+            found = a.find("usage")
+            out.append((int(required(a, "n")), Usage.of_element(found) if found is not None else None))
+        return [*out, (self.attempt, self.usage())]
+
+    def set_usage(self, usage: Usage) -> None:
+        """Record what the current attempt used (replacing what was recorded for it)."""
+        old = self.el.find("usage")
+        if old is not None:
+            self.el.remove(old)
+        self.el.append(usage.element())
+
+    @property
+    def plan_cores(self) -> int | None:
+        """The cores each local job of its grid job was given (the plan's resource shape), if the plan says."""
+        plan = self.el.getroottree().getroot().find("plan")
+        value = plan.get("cores", "1") if plan is not None else ""
+        return int(value) if value.isascii() and value.isdigit() and 0 < len(value) < 7 else None
 
     @property
     def retry_after(self) -> float | None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import glob
+import json
 import logging
 import os
 import pwd
@@ -51,7 +52,7 @@ from jim.accounting import attempts, identity_of
 from jim.config import Config
 from jim.db import Database
 from jim.errors import JimError
-from jim.ownership import home_problem
+from jim.ownership import act_as_owner, home_problem
 from jim.paths import Home
 from jim.record import GridJob
 from jim.states import GramState
@@ -231,19 +232,7 @@ def _publish_home(settings: BlahSettings, home: Home, uid: int, target: Path, ou
     try:
         fcntl.flock(ledger_fd, fcntl.LOCK_EX)
         done = set(_read_all(ledger_fd).decode("ascii", "replace").split())
-        db = Database(home)
-        if not home.db.is_dir():
-            return
-        for entry in db.list():
-            job_id = entry.get("id", "")
-            if entry.get("state") not in _TERMINAL or job_id in done:
-                continue
-            try:
-                job = db.read(home.check_id(job_id))
-            except JimError as e:
-                log.warning("APEL records: %s of %s skipped: %s", job_id, home.root, e)
-                continue
-            lines = "".join(r.line() for r in blah_records(job, settings.ce_id, str(uid)))
+        for job_id, lines in _unpublished(home, uid, settings.ce_id, done):
             if lines:
                 fd = _open_append(target, os.geteuid())
                 try:  # (one write of whole lines, O_APPEND: never interleaved with another's)
@@ -251,11 +240,71 @@ def _publish_home(settings: BlahSettings, home: Home, uid: int, target: Path, ou
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            os.write(ledger_fd, f"{job.id}\n".encode("ascii"))
+            os.write(ledger_fd, f"{job_id}\n".encode("ascii", "replace"))
             out.grid_jobs += 1
             out.lines += lines.count("\n")
     finally:
         os.close(ledger_fd)
+
+
+#: Bytes of lines one owner's records may give root's pass, at most.
+MAX_HOME_ANSWER = 256 * 1024 * 1024
+
+
+def _unpublished(home: Home, uid: int, ce_id: str, done: set[str]) -> list[tuple[str, str]]:
+    """(grid job id, its lines) of the ended grid jobs of ``home`` not in ``done``.  As root, the
+    records are read in a fork switched to the home's owner: nothing in a home (a link planted
+    among the records) is ever opened with root's rights; the lines come back through a pipe."""
+    if os.geteuid() != 0 or uid == 0:
+        return _collect(home, uid, ce_id, done)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        status = 1
+        try:
+            os.close(r)
+            if act_as_owner(home.root) is None:
+                data = json.dumps(_collect(home, uid, ce_id, done)).encode()
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(w, view) :]
+                status = 0
+        except BaseException as e:  # (the child never returns into the caller's code)
+            log.warning("APEL records: %s: %s: %s", home.root, type(e).__name__, e)
+        finally:
+            os._exit(status)
+    os.close(w)
+    try:
+        data = _read_all(r, MAX_HOME_ANSWER + 1)
+    finally:
+        os.close(r)
+        _pid, wstatus = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(wstatus) != 0 or len(data) > MAX_HOME_ANSWER:
+        log.warning("APEL records: home %s skipped: reading it as its owner failed", home.root)
+        return []
+    try:
+        pairs = json.loads(data)
+    except ValueError:
+        return []
+    return [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2]
+
+
+def _collect(home: Home, uid: int, ce_id: str, done: set[str]) -> list[tuple[str, str]]:
+    if not home.db.is_dir():
+        return []
+    db = Database(home)
+    found = []
+    for entry in db.list():
+        job_id = entry.get("id", "")
+        if entry.get("state") not in _TERMINAL or job_id in done:
+            continue
+        try:
+            job = db.read(home.check_id(job_id))
+        except JimError as e:
+            log.warning("APEL records: %s of %s skipped: %s", job_id, home.root, e)
+            continue
+        found.append((job.id, "".join(r.line() for r in blah_records(job, ce_id, str(uid)))))
+    return found
 
 
 def _open_append(path: Path, uid: int, *, read: bool = False) -> int:
@@ -270,11 +319,16 @@ def _open_append(path: Path, uid: int, *, read: bool = False) -> int:
     return fd
 
 
-def _read_all(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
-    parts = []
-    while chunk := os.read(fd, 1 << 20):
+def _read_all(fd: int, limit: int | None = None) -> bytes:
+    """The rest of ``fd`` from its start (a pipe: from where it is), at most ``limit`` bytes."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:  # (a pipe)
+        pass
+    parts, size = [], 0
+    while (limit is None or size < limit) and (chunk := os.read(fd, 1 << 20)):
         parts.append(chunk)
+        size += len(chunk)
     return b"".join(parts)
 
 

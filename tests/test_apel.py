@@ -12,6 +12,8 @@ the first component of the FQAN.  A missing key fails the line (a KeyError in AP
 from __future__ import annotations
 
 import datetime as dt
+import os
+import pwd
 import re
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import time
 
 import pytest
 
+from jim import apel
 from jim.apel import BlahRecord, field, lrms_id
 from jim.db import Database
 from jim.identity import Identity
@@ -146,6 +149,24 @@ def test_a_running_grid_job_and_one_without_identity_get_no_line(jim_env, tmp_pa
     assert jim_env.run("accounting", "--publish").returncode == 0
     assert _published_lines(logs) == []
     jim_env.protocol("cancel", "--job-id", running)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's pass over the homes")
+def test_roots_pass_reads_a_home_as_its_owner(tmp_path, monkeypatch):
+    """A link planted among a user's records is never opened with root's rights: root's pass reads
+    each home in a fork switched to its owner, and only the lines come back."""
+    nobody = pwd.getpwnam("nobody")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, nobody.pw_uid, nobody.pw_gid)
+
+    def collect(_home, uid, _ce, done):
+        return [("read-as", f"{os.geteuid()}:{os.getegid()}:{uid}:{sorted(done)}")]
+
+    monkeypatch.setattr(apel, "_collect", collect)  # (the fork inherits it)
+    got = apel._unpublished(Home(home), nobody.pw_uid, "ce", {"old"})
+    assert got == [("read-as", f"{nobody.pw_uid}:{nobody.pw_gid}:{nobody.pw_uid}:['old']")]
+    assert os.geteuid() == 0  # (the caller stays root)
 
 
 def test_publish_without_a_log_dir_says_so(jim_env):

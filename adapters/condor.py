@@ -11,7 +11,8 @@ HTCondor is asked:
   its own tag is ``<JimGridJob>.<JimOffset + ProcId>[.<JimAttempt>]``, its
   batch id ``<ClusterId>.<ProcId>``.
 * **query**: one projected ``Schedd.query`` per ``cache_interval`` for every jim
-  job of the user; **accounting**: ``Schedd.history``; **cancel**:
+  job of the user; **accounting**: ``Schedd.history``, with what each job used (source
+  ``condor``: :func:`jim.adapters.usage.condor_usage`); **cancel**:
   ``Schedd.act(JobAction.Remove, ids)``; **find by tag**: query and history by
   ``JimGridJob``; **free slots**: idle CPUs of unclaimed slots (collector).
 
@@ -31,12 +32,13 @@ Argument quoting: the "new syntax" of ``arguments`` in condor_submit(1)
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
 from typing import Any
 
@@ -44,6 +46,7 @@ from jim.adapters import capacity
 from jim.adapters.base import Adapter, batched
 from jim.adapters.model import BatchStatus, Capacity, QueryResult, SubmitChunk
 from jim.adapters.options import AdapterOptions
+from jim.adapters.usage import CONDOR_USAGE_ATTRS, condor_usage
 from jim.classads import classad_module, htcondor_module
 from jim.errors import BatchError, CancelError, ConfigError, QueryError, SubmitError
 from jim.jobid import local_tag
@@ -525,11 +528,12 @@ class CondorAdapter(Adapter):
                 f"(ClusterId == {c} && member(ProcId, {{{', '.join(map(str, procs[c]))}}}))" for c in clusters
             )
             match = sum(len(procs[c]) for c in clusters)
-            ads = self._call("history", constraint=self.constraint(terms), projection=PROJECTION, match=match)
+            projection = [*PROJECTION, *CONDOR_USAGE_ATTRS]
+            ads = self._call("history", constraint=self.constraint(terms), projection=projection, match=match)
             for ad in ads:
                 bid, st = batch_id_of(ad), status_of(ad, evidence=Evidence.ACCOUNTING)
                 if bid in wanted and st is not None and st.state.terminal and bid not in found:
-                    found[bid] = st
+                    found[bid] = replace(st, usage=condor_usage(functools.partial(_value, ad)))
         return found
 
     # -- cancel ---------------------------------------------------------------------------

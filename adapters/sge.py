@@ -13,7 +13,8 @@
   Finished jobs leave qstat at once.
 * **accounting**: ``qacct -j <job id>``, one per array job with tasks gone
   from qstat (qacct takes one job per call): ``failed``, ``exit_status``,
-  ``qsub_time`` of every task; records whose job name is not jim's tag are ignored.
+  ``qsub_time`` of every task, and what it used (source ``qacct``: :func:`jim.adapters.usage.qacct_usage`);
+  records whose job name is not jim's tag are ignored.
 * **cancel**: ``qdel <job id> -t <range> ...`` for the tasks concerned (tasks
   already gone are not an error).  Grid Engine kills running tasks with
   SIGKILL and its accounting cannot tell that from any other kill, so the
@@ -56,6 +57,7 @@ from jim.adapters.base import CommandAdapter
 from jim.adapters.model import BatchStatus, Capacity, SubmitChunk
 from jim.adapters.options import AdapterOptions
 from jim.adapters.shapes import check_name, sge_shape_args
+from jim.adapters.usage import qacct_usage
 from jim.errors import ConfigError, QueryError, SubmitError
 from jim.jobid import NAME_PREFIX, TagName, parse_tag_name, tag_name
 from jim.ranges import array_spec, parse_array_spec
@@ -363,8 +365,9 @@ def _ended(failed: int, exit_status: int, why: str) -> tuple[LocalState, int | N
     return LocalState.FAILED, exit_status or None, reason + (f", exit status {exit_status}" if exit_status else "")
 
 
-def parse_qacct(text: str) -> dict[str, BatchStatus]:
-    """Final states of jim's array tasks from ``qacct -j`` output, keyed ``"<job id>.<task>"``.
+def parse_qacct(text: str, usage: bool = False) -> dict[str, BatchStatus]:
+    """Final states of jim's array tasks from ``qacct -j`` output, keyed ``"<job id>.<task>"``
+    (``usage``: with what each used).
 
     A task run more than once (requeued) has a record per run, in the order
     they ended: the last one counts, and a last one that says the task went
@@ -389,7 +392,8 @@ def parse_qacct(text: str) -> dict[str, BatchStatus]:
         host, submitted = f.get("hostname") or None, _sge_time(f.get("qsub_time"))
         task_tag = tag.tag(int(task) - 1)
         cause = FAILED_CAUSES.get(failed)
-        out[key] = BatchStatus(state, code, reason, native, Evidence.ACCOUNTING, host, task_tag, submitted, cause)
+        used = qacct_usage(f, failed) if usage and cause is not EndCause.LAUNCH_FAILED else None
+        out[key] = BatchStatus(state, code, reason, native, Evidence.ACCOUNTING, host, task_tag, submitted, cause, used)
     return out
 
 
@@ -537,7 +541,7 @@ class SgeAdapter(CommandAdapter):
         return proc.returncode == 1 and "not found" in (proc.stderr + proc.stdout)  # no record (yet): none
 
     def parse_accounting(self, stdout: str, wanted: set[str]) -> dict[str, BatchStatus]:
-        return parse_qacct(stdout)
+        return parse_qacct(stdout, usage=True)
 
     def history_tags(self, grid_id: str, missing: set[str]) -> dict[str, str]:
         """Array jobs of ``grid_id`` gone from qstat: their accounting records, by job name

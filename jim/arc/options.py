@@ -17,6 +17,8 @@ arc.conf            meaning                                          default
 ``[arex]``          ``controldir``: the info step's default;
                     ``runtimedir``: where the site's own RTEs are
 ``[queue:NAME]``    the CE's queues
+``benchmark``       of ``[lrms]`` and each ``[queue:NAME]``: the
+                    first value (A-REX's accounting takes the first)
 ==================  ===============================================  =============================
 
 A value that is not what it must be is a :class:`BackendError` with a
@@ -61,8 +63,13 @@ def read_config(path: str) -> dict[str, dict[str, str]]:
     return parse_config(data.decode("utf-8", "replace"))
 
 
+#: Multivalued options whose first value is the one that counts (A-REX's accounting takes the first benchmark).
+FIRST_WINS = ("benchmark",)
+
+
 def parse_config(text: str) -> dict[str, dict[str, str]]:
-    """Block name -> option -> value of arc.conf text (options before any block are under ``""``)."""
+    """Block name -> option -> value of arc.conf text (options before any block are under ``""``): the
+    last value of an option, the first of one of :data:`FIRST_WINS`."""
     blocks: dict[str, dict[str, str]] = {}
     current: dict[str, str] = blocks.setdefault("", {})
     for raw in text.splitlines():
@@ -73,8 +80,9 @@ def parse_config(text: str) -> dict[str, dict[str, str]]:
             current = blocks.setdefault(line[1:-1].strip(), {})
             continue
         key, sep, value = line.partition("=")
-        if sep:
-            current[key.strip()] = _unquoted(value.strip())
+        key = key.strip()
+        if sep and not (key in FIRST_WINS and key in current):
+            current[key] = _unquoted(value.strip())
     return blocks
 
 
@@ -97,6 +105,8 @@ class Options:
     controldir: str = ""
     queues: list[str] = field(default_factory=list)
     runtimedirs: list[str] = field(default_factory=list)
+    #: ``lrms`` or ``queue:NAME`` -> its (first) ``benchmark`` (``HEPSPEC 12.26``)
+    benchmarks: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | None) -> Options:
@@ -113,6 +123,7 @@ class Options:
             controldir=blocks.get("arex", {}).get("controldir", ""),
             queues=[b[len("queue:") :] for b in blocks if b.startswith("queue:")],
             runtimedirs=[d for d in [blocks.get("arex", {}).get("runtimedir", "")] if d],
+            benchmarks={b: o["benchmark"] for b, o in blocks.items() if "benchmark" in o},
         )
         if not os.path.isabs(opts.jim_command):
             raise BackendError(f"[custom:jim] jim_command must be an absolute path, not {opts.jim_command[:200]!r}")

@@ -63,6 +63,8 @@ class ArcJob:
     gid: int
     localid: str
     sessiondir: str
+    #: the job's queue (``queue=`` of its ``local`` file; "" when none)
+    queue: str = ""
 
 
 def jobs_in_lrms(controldir: str, states: tuple[str, ...] = IN_LRMS) -> list[ArcJob]:
@@ -95,7 +97,7 @@ def _job(controldir: str, arc_id: str, states: tuple[str, ...], kind: str) -> Ar
         return None
     return ArcJob(
         arc_id, controldir, status[0].strip(), local_path, kind, st.st_uid, st.st_gid, localid,
-        _local_value(text, "sessiondir"),
+        _local_value(text, "sessiondir"), _local_value(text, "queue"),
     )  # fmt: skip
 
 

@@ -24,12 +24,14 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 MODE=${1:-${JIM_TEST_ARC_MODE:-jim-fork}}
 case "$MODE" in jim-fork|jim-slurm|fork) ;; *) arc_die "unknown mode '$MODE' (jim-fork, jim-slurm, fork)" ;; esac
 PERIOD=${ARC_INFOPROVIDER_PERIOD:-5}
+# every queue's benchmark: A-REX's accounting records it with each job (tests/test_arc_accounting.py)
+BENCHMARK="HEPSPEC 12.5"
 t0=$(date +%s.%N)
 
 # the venv whose jim the mapped user runs follows this checkout even while A-REX runs
 "$HERE/../users/start.sh"
 if arc_running "$AREX_PIDFILE" && arc_running "$WS_PIDFILE"; then
-    if [ "$(cat "$STATE/run/mode" 2>/dev/null)" = "$MODE" ]; then
+    if [ "$(cat "$STATE/run/mode" 2>/dev/null)" = "$MODE" ] && grep -qx "benchmark=$BENCHMARK" "$STATE/etc/arc.conf"; then
         arc_say "already running in mode $MODE on https://localhost:$PORT/arex"
         exit 0
     fi
@@ -77,6 +79,8 @@ else
     tail_blocks=$(awk '/^\[/ { keep = ($0 != "[lrms]") } keep' "$STATE/etc/jim-blocks.conf")
     grep -q '^lrms *= *jim' <<< "$lrms_blocks" || arc_die "jim arc-install wrote no [lrms] lrms=jim block"
 fi
+
+tail_blocks=$(sed "/^\[queue:/a benchmark=$BENCHMARK" <<< "$tail_blocks")
 
 cat > "$CONF" <<CONF
 # ARC CE test service, mode $MODE, written by tests/services/arc/start.sh

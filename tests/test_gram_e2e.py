@@ -337,6 +337,13 @@ VOLATILE = {
     "at",
     "host",
     "tar",
+    # what each attempt was measured to use: a measure, different for every run
+    "cpuUser",
+    "cpuSystem",
+    "maxRssKb",
+    "wall",
+    "coreSeconds",
+    "cpu",
 }
 # what GRAM itself puts in the description, different for every GRAM job
 GRAM_KEYS = {"cachetag", "jobdir", "statefile", "uniqid", "stdout", "stderr", "filestreamout", "rslsubstitution"}

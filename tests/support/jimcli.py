@@ -111,8 +111,9 @@ class Jim:
         seen = []
         while time.monotonic() < deadline:
             out = self.poll(job_id)
-            if not seen or seen[-1] != out.get("JOB_STATE"):
-                seen.append(out.get("JOB_STATE"))
+            state = out.get("JOB_STATE") or f"(no state: ERROR {out.get('ERROR')})"
+            if not seen or seen[-1] != state:
+                seen.append(state)
             if out.get("JOB_STATE") in states:
                 out["_seen"] = ",".join(seen)
                 return out

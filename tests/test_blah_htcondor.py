@@ -11,7 +11,6 @@ points the account's ``user.config`` elsewhere must take it too.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pwd
 import shutil
@@ -28,6 +27,7 @@ from support.services import (
     HTC_JIM_VENV,
     HTC_ROOT,
     HTC_USER,
+    condor_job_ad,
     htcondor_account_lock,
     htcondor_env,
     in_htcondor_root,
@@ -121,13 +121,7 @@ class Account:
 
     def ad(self, cluster: int) -> dict[str, object]:
         """The Condor-G job's ad, from the queue or else the history ({} while neither has it)."""
-        for argv in (["condor_q", "-json", str(cluster)], ["condor_history", "-json", "-limit", "1", str(cluster)]):
-            done = in_htcondor_root(*argv, user=HTC_USER)
-            if done.returncode == 0 and done.stdout.strip():
-                ads = json.loads(done.stdout)
-                if ads:
-                    return dict(ads[0])
-        return {}
+        return condor_job_ad(cluster)
 
     def wait(self, cluster: int, want: set[int], timeout: float = TIMEOUT) -> dict[str, object]:
         """The ad once its JobStatus is one of ``want``."""

@@ -20,7 +20,6 @@ needs of them:
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from support.services import HTC_ROOT, HTC_USER, in_htcondor_root
+from support.services import HTC_ROOT, HTC_USER, condor_job_ad, in_htcondor_root
 
 #: What the ARC 7 service's start.sh writes for the tests (tests/services/arc7/lib.sh: ENV_FILE).
 ARC7_ENV = Path(os.environ.get("JIM_TEST_ARC7_ENV", "/var/tmp/jim-test-arc7/env.sh"))
@@ -259,13 +258,7 @@ class GridSubmitter:
 
     def ad(self, cluster: int) -> dict[str, Any]:
         """The job's ad, from the queue or else the history ({} while neither answers)."""
-        for argv in (["condor_q", "-json", str(cluster)], ["condor_history", "-json", "-limit", "1", str(cluster)]):
-            done = in_htcondor_root(*argv, user=HTC_USER)
-            if done.returncode == 0 and done.stdout.strip():
-                ads = json.loads(done.stdout)
-                if ads:
-                    return dict(ads[0])
-        return {}
+        return condor_job_ad(cluster)
 
     def wait(self, cluster: int, want: set[int], timeout: float = TIMEOUT) -> dict[str, Any]:
         """The job's ad once its JobStatus is one of ``want`` (or it is held, or removed: then failed)."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,6 +171,17 @@ def in_htcondor_root(*argv: str, user: str | None = None, timeout: float = 120, 
     cmd = ["chroot", str(HTC_ROOT), *(["runuser", "-u", user, "--"] if user else []), *argv]
     kw.setdefault("env", chroot_env())
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+
+
+def condor_job_ad(cluster: int, user: str = HTC_USER) -> dict[str, Any]:
+    """A job's ad as ``user`` sees it, from the pool's queue or else its history ({} while neither has it)."""
+    for argv in (["condor_q", "-json", str(cluster)], ["condor_history", "-json", "-limit", "1", str(cluster)]):
+        done = in_htcondor_root(*argv, user=user)
+        if done.returncode == 0 and done.stdout.strip():
+            ads = json.loads(done.stdout)
+            if ads:
+                return dict(ads[0])
+    return {}
 
 
 #: Held while a test points the test account's ``~/.blah/user.config`` (what BLAH's scripts read) at its own

@@ -213,6 +213,9 @@ class Handler(abc.ABC):
         #: What each local job gets (cores, memory, GPUs, whole node), as the queue holds it; the
         #: plan may give a job more cores when one event is too long for one core (:meth:`event_budget`).
         self.shape = shape if shape is not None else Shape()
+        #: The seconds the grid job's credential lasts, less the site's margin (None: unknown, or not
+        #: counted): a bound :meth:`time_limit` may size local jobs by (``credential-lifetime``).
+        self.credential_left: float | None = None
 
     @classmethod
     def accepted_attributes(cls, desc: JobDescription) -> set[str]:
@@ -327,9 +330,11 @@ class Handler(abc.ABC):
         most = self.queue_number("NumberOfProcessors") or self.queue_number("CoresPerNode")
         return int(most) if most else max(self.shape.cores, self.site.max_cores_per_job)
 
-    def time_limit(self, safety: float = 1.0) -> TimeLimit:
+    def time_limit(self, safety: float = 1.0, *, credential: bool = True) -> TimeLimit:
         """The tightest bound on one local job's seconds: the site's maximum CPU, or the
-        queue's ``WallTimeLimit`` / ``MaxCPUTime`` times ``safety``."""
+        queue's ``WallTimeLimit`` / ``MaxCPUTime`` times ``safety``, or (``credential``) the
+        grid job's credential's remaining lifetime (:attr:`credential_left`: a local job sized to end
+        before its credential does, rather than wait for a refresh; never below one minute)."""
         if not 0 < safety <= 1:
             raise ConfigError(f"[handlers.{self.name}].safety must be in (0, 1], got {safety!r}")
         best = TimeLimit(float(self.site.max_cpu_per_job), "site-max-cpu", float(self.site.max_cpu_per_job), 1.0)
@@ -338,6 +343,9 @@ class Handler(abc.ABC):
             raw = self.queue_number(param)
             if raw is not None and raw * safety < best.seconds:
                 best = TimeLimit(raw * safety, by, raw, safety, queue)
+        left = self.credential_left
+        if credential and left is not None and 60.0 <= left < best.seconds:
+            best = TimeLimit(left, "credential-lifetime", left)
         return best
 
     def event_budget(self, desc: JobDescription, *, safety: float, default_per_job: int) -> EventBudget:
@@ -359,6 +367,8 @@ class Handler(abc.ABC):
         user = desc.get_int("eventsperjob", None, minimum=1)
         limit = self.time_limit(safety)
         seconds = fits = None
+        if cpe is not None and limit.by == "credential-lifetime" and cpe / self.speed() > limit.seconds:
+            limit = self.time_limit(safety, credential=False)  # (one event outlasts it: local jobs wait for a refresh)
         if cpe is not None:
             seconds = cpe / self.speed()
             fits = math.floor(round(limit.seconds / seconds, 9))
@@ -406,6 +416,8 @@ class TimeLimit:
     def describe(self) -> str:
         if self.by == "site-max-cpu":
             return f"the site's maximum of {self.raw:g} s per local job"
+        if self.by == "credential-lifetime":
+            return f"the grid job's credential's remaining {self.raw:.0f} s (less the site's margin)"
         what = "wall-time" if self.by == "queue-wall-time" else "CPU-time"
         return f"queue {self.queue}'s {what} limit of {self.raw:g} s x safety {self.safety:g} = {self.seconds:g} s"
 

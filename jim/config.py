@@ -191,6 +191,24 @@ class AccountingConfig:
 
 
 @dataclass(frozen=True)
+class CredentialsConfig:
+    """``[credentials]``: the grid job's credential in its local jobs (see jim.credentials, docs/credentials.md)."""
+
+    margin: float = 300.0
+    """Seconds of validity a local job's credential must have left at the local job's expected end."""
+    wait_for_refresh: float = 3600.0
+    """Seconds a local job waits for a refreshed credential before it fails with the reason."""
+    size_to_lifetime: bool = True
+    """Whether the splitter counts the credential's remaining lifetime among a local job's time limits."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.margin <= 7 * 86400.0:
+            raise ConfigError("[credentials].margin must be between 0 and 604800 seconds")
+        if not 0.0 <= self.wait_for_refresh <= 30 * 86400.0:
+            raise ConfigError("[credentials].wait_for_refresh must be between 0 and 2592000 seconds")
+
+
+@dataclass(frozen=True)
 class JimTable:
     """``[jim]``: where this user's jim keeps its data ($JIM_HOME wins)."""
 
@@ -209,6 +227,7 @@ class Config:
     resources: dict[str, Any] = field(default_factory=dict)
     advertise: AdvertiseConfig = AdvertiseConfig()
     accounting: AccountingConfig = AccountingConfig()
+    credentials: CredentialsConfig = CredentialsConfig()
     source: str = "built-in defaults"
 
     def handler_options(self, name: str) -> dict[str, Any]:
@@ -241,6 +260,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
         "resources",
         "advertise",
         "accounting",
+        "credentials",
     }
     unknown = set(data) - allowed
     if unknown:
@@ -271,6 +291,7 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
         resources=dict(data.get("resources", {})),
         advertise=settings.load(AdvertiseConfig, data.get("advertise", {}), "[advertise]"),
         accounting=settings.load(AccountingConfig, data.get("accounting", {}), "[accounting]"),
+        credentials=settings.load(CredentialsConfig, data.get("credentials", {}), "[credentials]"),
         source=source,
     )
 

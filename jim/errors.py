@@ -69,6 +69,7 @@ class GramError:
     RSL_MAX_CPU_TIME = 103
     INVALID_MAX_CPU_TIME = 104
     WRITING_STATE_FILE = 123
+    USER_PROXY_EXPIRED = 131
     RSL_SCHEDULER_SPECIFIC = 134
     UNDEFINED_ATTRIBUTE = 148
     JOB_CONTACT_NOT_FOUND = 156
@@ -132,6 +133,10 @@ class UnknownJobType(DescriptionError):
 
 class PlanError(JimError):
     gram_error = GramError.RSL_SCHEDULER_SPECIFIC
+
+
+class CredentialRefused(JimError):
+    """The credential the front end handed over cannot be used (unreadable, malformed, expired ...)."""
 
 
 class ConfigError(JimError):

@@ -194,6 +194,8 @@ class Memo:
     quiet: Quiet | None = None
     """The last pass, when it left every grid job up to date: the next skips everything while nothing it
     depends on moved."""
+    credentials: dict[str, list[tuple[str, tuple[int, ...]]]] = field(default_factory=dict)
+    """Grid job -> the front ends' credential files and the versions copied (:func:`jim.credentials.watched`)."""
 
     def forget_others(self, active: list[str]) -> None:
         """Drop what is remembered of grid jobs no longer active."""
@@ -202,6 +204,8 @@ class Memo:
             del self.seen[gone]
         for gone in set(self.failures) - keep:
             del self.failures[gone]
+        for gone in set(self.credentials) - keep:
+            del self.credentials[gone]
 
 
 def home_key(home: Home) -> Key | None:

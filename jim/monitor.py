@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from jim import background, evidence, localfiles, retry, seg, summary
+from jim import credentials as creds
 from jim.adapters.base import Adapter
 from jim.adapters.model import BatchStatus, QueryResult
 from jim.errors import JimError, JobNotFound
@@ -163,6 +164,7 @@ class Pass:
     # -- the pass ---------------------------------------------------------------------------
     def run(self) -> int:
         memo = self.memo
+        self.refresh_credentials()  # (every pass, quiet or not: a refresh must reach queued local jobs)
         key = memo_home_key(self.db.home)
         if self._still_quiet(key):
             return memo.quiet.active if memo.quiet is not None else 0
@@ -182,6 +184,35 @@ class Pass:
         active = (len(versions) - len(changed)) + sum(self.refresh_job(job_id, inputs[job_id]) for job_id in changed)
         self._maybe_quiet(key, batch_ids, active)
         return active
+
+    def refresh_credentials(self) -> None:
+        """Replace the copy of every credential whose front end's file changed (one ``lstat`` each);
+        record what it is now.  A grid job's failure here is its own (logged, tried next pass)."""
+        watched = self.memo.credentials
+        for job_id in list(self.memo.seen):
+            job_dir = self.db.home.job_dir(job_id)
+            files = watched.get(job_id)
+            if files is None:
+                files = watched[job_id] = creds.watched(job_dir)
+            if not any(creds.moved(path, version) for path, version in files):
+                continue
+            del watched[job_id]
+            try:
+                replaced = creds.refresh(job_dir, self.now)
+                if replaced:
+                    with self.db.update(job_id) as rec:
+                        rec.set_credentials(creds.credentials(job_dir))
+            except Exception as e:
+                for_job("jim.monitor", job_id).warning("grid job %s: its credential was not refreshed: %s", job_id, e)
+                continue
+            for cred in replaced:
+                left = cred.left(self.now)
+                for_job("jim.monitor", job_id).info(
+                    "grid job %s: its %s was refreshed (%s)",
+                    job_id,
+                    cred.label,
+                    "end unknown" if left is None else f"{left:.0f} s left",
+                )
 
     def _still_quiet(self, key: Key | None) -> bool:
         """The last pass left everything up to date, and nothing it depends on moved since."""

@@ -50,9 +50,17 @@ def _is_parameter_attr(name: str) -> bool:
 
 
 def make_plan(
-    config: Config, desc: JobDescription, *, job_id: str | None = None, dry_run: bool = False
+    config: Config,
+    desc: JobDescription,
+    *,
+    job_id: str | None = None,
+    dry_run: bool = False,
+    credential_left: float | None = None,
 ) -> tuple[Handler, Plan, Commands]:
     """Validate ``desc``, choose its local queue and plan it: (handler, plan, commands).
+
+    ``credential_left``: the seconds the grid job's credential lasts (less the margin), a time limit of
+    its local jobs the handler may size them by (:meth:`Handler.time_limit`); None: not counted.
 
     Records nothing; a real submit (``dry_run=False``) only remembers the
     queue choice in the requirements cache under ``$JIM_HOME/cache``.
@@ -70,6 +78,7 @@ def make_plan(
     shape = choice.shape or shape
     options = config.handler_options(cls.name or desc.jimtype)
     handler = cls(config.site, options, queue=choice.queue, grid_job_id=job_id, shape=shape)
+    handler.credential_left = credential_left
     try:
         plan = handler.getNumSubmissionTimes(desc)
     except ValueError as e:  # splitters raise ValueError on bad parameters

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, cast
 
 from lxml import etree
 
+from jim.credentials import KINDS
 from jim.identity import Identity, describe
 from jim.record import GridJob, LocalJob, child, required
 from jim.status import (
@@ -191,6 +192,7 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
         f"  type {safe(data.get('jobtype'))}, owner {safe(data.get('owner'))}, "
         f"batch system {safe(data.get('adapter'))}",
         f"  identity   {_identity(data.get('identity'))}",
+        *(f"  credential {_credential(c, now)}" for c in data.get("credentials") or ()),
         f"  created {safe(data.get('created'))}, updated {safe(data.get('updated'))}{ago}",
         f"  plan: {safe(plan.get('localJobs'))} local jobs, binding limit {safe(plan.get('binding'))}",
         f"  each local job: {_shape(plan)}",
@@ -203,6 +205,17 @@ def _header(data: dict[str, Any], now: float) -> list[str]:
 def _identity(found: dict[str, Any] | None) -> str:
     """The grid identity's line: subject, token, primary FQAN and the front end; ``unknown`` without one."""
     return safe(describe(Identity.from_json(found or {})))
+
+
+def _credential(found: dict[str, Any], now: float) -> str:
+    """``X.509 proxy /DC=org/CN=Jane, ends 2026-11-29T12:00:00Z (3h 10m left)``: never its content."""
+    label = KINDS[found["kind"]][2] if found.get("kind") in KINDS else "credential"
+    subject = f" {safe(found['subject'])}" if found.get("subject") else ""
+    end = parse_time(found.get("notAfter"))
+    if end is None:
+        return f"{label}{subject}, end unknown"
+    left = f"{duration(end - now)} left" if end > now else "ENDED"
+    return f"{label}{subject}, ends {safe(found.get('notAfter'))} ({left})"
 
 
 def _shape(plan: dict[str, Any]) -> str:
@@ -334,7 +347,7 @@ def _local_table(data: dict[str, Any], view: _View, rows: int, now: float) -> li
     ]
     for lj in map(view.full, ordered[:rows]):
         ph = "; ".join(f"{safe(p['name'])} {p['done']}/{p['total']}" for p in lj.get("progress") or ())
-        reason = safe(lj.get("reason"))[:120]
+        reason = safe(lj.get("waiting") if lj["state"] == "PLANNED" and lj.get("waiting") else lj.get("reason"))[:160]
         used = _usage_info(lj.get("usage"))
         info = " | ".join(x for x in (reason if lj["state"] != "DONE" else "", ph, used) if x)
         code = "" if lj.get("exitCode") is None else str(lj["exitCode"])

@@ -31,15 +31,18 @@ import os
 import shutil
 
 from jim import background, faults, journal
+from jim import credentials as creds
 from jim import identity as ident
 from jim import log as jlog
 from jim import plan as planning
+from jim.errors import CredentialRefused, GramError
 from jim.handlers.base import Plan
 from jim.jobdesc import JobDescription
 from jim.jobid import new_job_id
 from jim.outputs import resolve_user_paths
 from jim.record import GridJob, NewJob, new_record
 from jim.site import Site
+from jim.timestamps import now_iso
 
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: submit answers fast)
 if TYPE_CHECKING:
@@ -53,30 +56,43 @@ def submit(
     env: dict[str, str] | None = None,
     start_background: bool = True,
     announce: Callable[[str], None] | None = None,
-    identity: ident.Identity | None = None,
+    handover: creds.Handover | None = None,
 ) -> str:
     """Record a new grid job and start its worker; return the grid job id.
 
     ``announce(job_id)`` writes the answer (``jim submit``'s ``JOB_ID`` line) and returns once it
     is written; the grid job is confirmed only after that (see the module docstring).
 
-    ``identity``: who submitted it, as the front end calling this says it (ARC's and BLAH's steps); when
+    ``handover``: what the front end hands over besides the description (:class:`jim.credentials.Handover`).
+    Its ``identity``: who submitted it, as the front end calling this says it (ARC's and BLAH's steps); when
     None, the proxy ``X509_USER_PROXY`` of ``env`` (this process's environment: GRAM's job manager sets
     it to the job's delegated proxy) names, if any.  Never anything of the description: a job cannot
     name its own identity.
+
+    Its ``credentials``: the credential files the front end hands over (ARC's, BLAH's); when None, the proxy
+    ``X509_USER_PROXY`` of ``env`` names (GRAM's), if any.  Each is checked (:func:`jim.credentials.inspect`:
+    a credential that cannot be used refuses the grid job, nothing recorded) and copied into the grid job's
+    area for its local jobs.
     """
     env = dict(os.environ if env is None else env)
+    identity, credentials = (handover.identity, handover.credentials) if handover is not None else (None, None)
     if identity is None:
         identity = ident.from_environment(env, source="gram" if env.get("JIM_GRAM_JOB_DIR") else "submit")
+    handed = credentials if credentials is not None else handed_from_environment(env)
+    reads = _inspect(handed)
     job_id = new_job_id()
-    _handler, plan, commands = planning.make_plan(site.config, desc, job_id=job_id)
+    left = _credential_left(site, reads)
+    _handler, plan, commands = planning.make_plan(site.config, desc, job_id=job_id, credential_left=left)
+    ends = [r.credential.not_after for r in reads if r.credential.not_after is not None]
+    if ends:  # (the plan's limits: when the credential handed over ends)
+        plan.attrs["credentialEnd"] = now_iso(min(ends))
     resolve_user_paths(desc, site.home.root)  # stdout, stderr, outputtar: absolute, never into jim's home
     site.ensure()
     pending = journal.Pending(site.db, job_id).take()
     announced = False
     try:
         faults.point("submit-after-pending")
-        record = _record(site, job_id, desc, (plan, commands), (env, identity))
+        record = _record(site, job_id, desc, (plan, commands), (env, identity, reads))
         faults.point("submit-after-record")
         if announce is not None:
             announce(job_id)
@@ -103,15 +119,16 @@ def _record(
     job_id: str,
     desc: JobDescription,
     planned: tuple[Plan, planning.Commands],
-    caller: tuple[dict[str, str], ident.Identity],
+    caller: tuple[dict[str, str], ident.Identity, list[creds.Read]],
 ) -> GridJob:
-    """Write the grid job's work area with its plan, then its record: all of it, or nothing."""
+    """Write the grid job's work area with its plan and credentials, then its record: all of it, or nothing."""
     plan, commands = planned
-    env, identity = caller
+    env, identity, reads = caller
     job_dir = site.home.job_dir(job_id)
     os.mkdir(job_dir, 0o700)
     try:
         planning.save(job_dir, plan, commands, desc.environment())
+        creds.install(job_dir, reads)
         meta = {
             "segDir": env.get("JIM_SEG_DIR", ""),
             "gramUniqid": desc.get("uniqid") or "",
@@ -134,12 +151,41 @@ def _record(
             ),
         )
         record.set_identity(identity)
+        record.set_credentials([r.credential for r in reads])
         record.recompute(site.policy)
         site.db.create(record)
     except BaseException:
         shutil.rmtree(job_dir, ignore_errors=True)
         raise
     return record
+
+
+def handed_from_environment(env: dict[str, str]) -> list[creds.Handed]:
+    """The proxy a GRAM job manager hands over: ``X509_USER_PROXY`` of the ``jim submit`` process."""
+    proxy = env.get("X509_USER_PROXY")
+    return [creds.Handed("x509", proxy)] if proxy else []
+
+
+def _inspect(handed: list[creds.Handed]) -> list[creds.Read]:
+    """Each handed credential read and checked; a grid job whose credential cannot be used is refused."""
+    reads = []
+    for h in handed:
+        try:
+            reads.append(creds.inspect(h))
+        except creds.CredentialError as e:
+            raise CredentialRefused(
+                f"the grid job's credential cannot be used: {e}", gram_error=GramError.USER_PROXY_EXPIRED
+            ) from None
+    return reads
+
+
+def _credential_left(site: Site, reads: list[creds.Read]) -> float | None:
+    """The seconds the credential lasts (the earliest known end), for the splitter; None when it does
+    not count (unknown, or ``[credentials] size_to_lifetime = false``)."""
+    if not site.config.credentials.size_to_lifetime:
+        return None
+    lefts = [left for r in reads if (left := r.credential.left()) is not None]
+    return min(lefts) - site.config.credentials.margin if lefts else None
 
 
 def _run_worker(site: Site, job_id: str, known: tuple[GridJob, Plan, planning.Commands]) -> int:

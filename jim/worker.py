@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from jim import background, faults, journal, keep, retry
+from jim import credentials as creds
 from jim import plan as planning
 from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
 from jim.db import Database
@@ -49,6 +50,8 @@ from jim.states import Evidence, LocalState
 
 #: How long a worker waits for the submit of its grid job to confirm it (the submit still runs).
 CONFIRM_WAIT = 30.0
+#: How often a worker looks again for a refreshed credential while local jobs wait for one (seconds, at most).
+CREDENTIAL_WAIT = 10.0
 
 
 def run(site: Site, job_id: str, known: tuple[GridJob, Plan, planning.Commands] | None = None) -> int:
@@ -145,6 +148,7 @@ def build_sandbox(
         "outputs": desc.values("outputs"),
         **keep.manifest_entries(desc, str(job_directory(desc.get("directory")))),  # (directory view, keepfiles)
         "stdin": plan.stdin,
+        "credentials": creds.environment(job_dir, [c.kind for c in creds.credentials(job_dir)]),
         "heartbeat": 30,
         "reserved_exit_codes": list(site.adapter.reserved_exit_codes),
         "jobs": [
@@ -211,12 +215,61 @@ class _Submission:
                     self.log.info("%d local jobs wait %.0f s for their retry: worker exits", len(waiting), wait)
                     return
                 self._pause(wait)
+            elif not (go := self._credential_gate(due, now)):
+                self._pause(CREDENTIAL_WAIT, longer=True)
             else:
-                attempt = due[0].attempt  # one chunk, one attempt: its tags and directories
-                chunk = [lj for lj in due if lj.attempt == attempt][: self.adapter.max_chunk]
+                attempt = go[0].attempt  # one chunk, one attempt: its tags and directories
+                chunk = [lj for lj in go if lj.attempt == attempt][: self.adapter.max_chunk]
                 if not self._submit(chunk, intents):
                     break
         self.log.info("cancel requested: worker stops submitting")
+
+    def _credential_gate(self, due: list[LocalJob], now: float) -> list[LocalJob]:
+        """The due local jobs whose credential lasts past their expected end (:func:`jim.credentials.shortfall`);
+        the others wait for a refresh (recorded with the reason), and fail once they waited
+        ``[credentials] wait_for_refresh``.  A refreshed front-end file is copied first."""
+        replaced = creds.refresh(self.job_dir, now)
+        current = creds.credentials(self.job_dir)
+        if not current:
+            return due
+        conf = self.site.config.credentials
+        why = {lj.index: creds.shortfall(current, now, self._expected(lj), conf.margin) for lj in due}
+        go = [lj for lj in due if why[lj.index] is None or lj.state is LocalState.SUBMITTING]
+        changed = bool(replaced) or any((lj.waiting or (None,))[0] != why[lj.index] for lj in due)
+        if changed:
+            with self.db.update(self.job_id) as rec:
+                if replaced:
+                    rec.set_credentials(current)
+                for lj in due:
+                    reason = why[lj.index]
+                    local = rec.local(lj.index)
+                    local.set_waiting(reason, now)
+                    held = local.waiting
+                    if reason and held and now - held[1] >= conf.wait_for_refresh:
+                        local.set_state(
+                            LocalState.FAILED,
+                            evidence=Evidence.CREATION,
+                            reason=f"{reason.removesuffix('; waiting for a refresh')}; no refresh came "
+                            f"within {conf.wait_for_refresh:g} s",
+                        )
+                rec.recompute(self.site.policy)
+            self.job = rec
+            if any(why.values()):
+                self.log.warning(
+                    "%d local jobs wait: %s", sum(1 for w in why.values() if w), next(w for w in why.values() if w)
+                )
+            go = [lj for lj in self.job.local_jobs() if lj.index in {g.index for g in go}]
+        return go
+
+    def _expected(self, lj: LocalJob) -> float | None:
+        """How long a local job may run: its wall-time limit, else its slice's estimate (None: unknown)."""
+        if self.limits.wall_seconds:
+            return float(self.limits.wall_seconds)
+        est = lj.slice.get("estSeconds", "")
+        try:
+            return float(est) if est else None
+        except ValueError:
+            return None
 
     def _reconciled(self, intents: journal.Intents, waiting: list[LocalJob]) -> bool:
         """Look up the local jobs whose submission has an unknown outcome; True when that changed
@@ -292,12 +345,14 @@ class _Submission:
             rec.recompute(self.site.policy)
         self.job = rec
 
-    def _pause(self, seconds: float | None = None) -> None:
+    def _pause(self, seconds: float | None = None, *, longer: bool = False) -> None:
         """Wait a monitor interval (or ``seconds``, if shorter) for the batch system or a cool-off,
         then read the record again.  The monitor must run meanwhile (it notices when the batch
         system answers again), even when no poll comes (push mode)."""
         background.start_monitor(self.home.root)
         interval = self.site.config.monitor.interval
+        if longer and seconds is not None:  # (a long wait: the record is read again every ``seconds``)
+            interval = max(interval, seconds)
         time.sleep(max(0.05, min(interval, seconds)) if seconds is not None else interval)
         self.job = self.db.read(self.job_id)
 

@@ -16,8 +16,8 @@ What it does, in order:
 3. unpacks the sandbox into a private scratch directory (members that would escape it are refused)
    and runs the local job's argv there (or, for a manifest ``view``, in its private view of the job's
    directory: jimworkdir.py, beside this file), stdout and stderr in OUT/stdout and OUT/stderr, stdin
-   the manifest's ``stdin`` file (/dev/null without one), and in its environment JIM_INDEX, JIM_TAG,
-   JIM_ATTEMPT, JIM_GRID_JOB_ID, JIM_OUTDIR, the slice's variables and JIM_PROGRESS_FILE;
+   the manifest's ``stdin`` file (/dev/null without one), with JIM_INDEX, JIM_TAG, JIM_ATTEMPT, JIM_GRID_JOB_ID,
+   JIM_OUTDIR, the slice's variables, JIM_PROGRESS_FILE and the manifest's ``credentials`` (jim's copies);
 4. touches OUT/heartbeat every ``heartbeat`` seconds while the job runs, and looks at OUT/progress
    every min(``heartbeat``, 5) seconds (and at the end): when its size or time changed, touches DIR;
 5. moves the declared outputs (manifest ``keep``) to OUT/kept/, then the files matching the output
@@ -78,7 +78,7 @@ BATCH_ID_VARS = (
 
 
 class Log(object):
-    def __init__(self, path):
+    def __init__(self, path):  # (the wrapper's log: where the local job landed, what it did)
         self.f = open(path, "a")
 
     def __call__(self, msg):
@@ -230,9 +230,7 @@ def output_name(name, index, bid, attempt=1):
     base = os.path.basename(name)
     stem, dot, suffix = base.partition(".")
     safe_bid = re.sub(r"[^A-Za-z0-9_.-]", "_", bid)
-    mid = "%d" % index + (".a%d" % attempt if attempt > 1 else "")
-    if safe_bid:
-        mid += "." + safe_bid
+    mid = "%d" % index + (".a%d" % attempt if attempt > 1 else "") + ("." + safe_bid if safe_bid else "")
     return "%s.%s%s%s" % (stem, mid, dot, suffix)
 
 
@@ -443,6 +441,7 @@ class LocalRun(object):
             "JIM_PROGRESS_FILE": self.progress,
             "JIM_BATCH_ID": self.bid,
         }
+        ours.update(self.manifest.get("credentials") or {})  # (jim's copies: the job cannot point them elsewhere)
         for name, value in ours.items():
             env[to_bytes(name)] = os.fsencode(value)  # (paths and ids of this node: its file-system encoding)
         bindir = os.path.join(self.scratch, "bin")

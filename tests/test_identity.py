@@ -33,6 +33,7 @@ from jim import identity as ident
 from jim.arc import usersteps
 from jim.blah import submitargs
 from jim.config import load
+from jim.credentials import Handover
 from jim.jobdesc import parse_rsl
 from jim.record import GridJob
 from jim.site import Site
@@ -347,7 +348,7 @@ def test_submit_records_the_callers_proxy_not_the_jobs(jim_env, voms_proxy: Path
 
 def test_a_front_ends_identity_wins_and_is_shown(jim_env):
     said = ident.Identity(issuer="https://issuer.example", token_subject="u-123", source="arc")
-    job = _submitted(jim_env, "&(executable=/bin/true)", None, identity=said)
+    job = _submitted(jim_env, "&(executable=/bin/true)", None, handover=Handover(identity=said))
     assert job.identity() == said
     shown = status_json(job)["identity"]
     assert shown == {
@@ -358,14 +359,17 @@ def test_a_front_ends_identity_wins_and_is_shown(jim_env):
     text = render_job(job)
     assert "  identity   token https://issuer.example sub u-123 via arc" in text
     x509_job = _submitted(
-        jim_env, "&(executable=/bin/true)", None, identity=ident.Identity(USER_DN, FQANS, source="blah")
+        jim_env,
+        "&(executable=/bin/true)",
+        None,
+        handover=Handover(identity=ident.Identity(USER_DN, FQANS, source="blah")),
     )
     assert f"  identity   {USER_DN} ({FQANS[0]} +1) via blah" in render_job(x509_job)
     assert status_json(x509_job)["identity"]["fqan"] == FQANS[0]
 
 
 def test_an_old_record_without_identity_reads_as_unknown(jim_env):
-    job = _submitted(jim_env, "&(executable=/bin/true)", None, identity=ident.Identity())
+    job = _submitted(jim_env, "&(executable=/bin/true)", None, handover=Handover(identity=ident.Identity()))
     assert job.root.find("identity") is None
     assert job.identity() == ident.UNKNOWN
     assert "  identity   unknown" in render_job(job)

@@ -38,6 +38,7 @@ LAYERS = {
         "jim.ownership",
         "jim.safeio",
         "jim.identity",
+        "jim.credentials",
         "jim.classads",
         "jim.faults",
         "jim.log",

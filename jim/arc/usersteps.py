@@ -42,6 +42,7 @@ from jim.arc.grami import MAX_GRAMI_BYTES, GramiError, parse, to_description, wi
 from jim.arc.options import BackendError, Options, user_env
 from jim.cancel import cancel as jim_cancel
 from jim.config import Config, load_for_step
+from jim.credentials import Handed, Handover
 from jim.errors import JobNotFound
 from jim.handlers import discover
 from jim.identity import Identity, from_arc_local
@@ -68,7 +69,7 @@ def submit(opts: Options, grami_path: str) -> str:
         script = rte.write_script(final, rte.runtime_script(final, rtes))
     try:
         with_upload_urls(desc, _output_list(grami_path))
-        job_id = jim_submit(Site(config), desc, identity=_identity(grami_path))
+        job_id = jim_submit(Site(config), desc, handover=_handover(grami_path))
     except BaseException:
         if script:
             rte.remove_script(script)
@@ -103,6 +104,17 @@ def _become_user(opts: Options) -> dict[str, str]:
     if not opts.jim_config:
         os.environ.pop("JIM_CONFIG", None)
     return credentials
+
+
+def _handover(grami_path: str) -> Handover:
+    """Who submitted the job and its delegated proxy (A-REX's ``proxy`` file beside the grami, the mapped
+    user's, when there is one: a token job has none)."""
+    try:
+        proxy = cd.sibling(grami_path, "proxy")
+    except ValueError:
+        proxy = None
+    handed = [Handed("x509", proxy)] if proxy is not None and os.path.lexists(proxy) else []
+    return Handover(identity=_identity(grami_path), credentials=handed)
 
 
 def _identity(grami_path: str) -> Identity:

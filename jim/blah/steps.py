@@ -66,7 +66,7 @@ def submit(argv: list[str]) -> int:
         sys.stdout.write(f"{JOBID_PREFIX}{LRMS}/{job_id}\n")
         sys.stdout.flush()
 
-    jim_submit(Site(config), desc, announce=announce, identity=submitargs.identity(request))
+    jim_submit(Site(config), desc, announce=announce, handover=submitargs.handover(request))
     return 0
 
 

@@ -51,6 +51,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from jim.credentials import Handed, Handover
 from jim.errors import DescriptionError, GramError, InvalidAttribute
 from jim.identity import Identity, ProxyError, from_proxy, text
 from jim.jobdesc import JobDescription, Value, from_mapping, shown
@@ -234,12 +235,24 @@ def to_description(
     return from_mapping(attrs, source_format="blah", source_text=source)
 
 
-def identity(request: SubmitRequest) -> Identity:
-    """Who submitted the job, as blahpd says it: the proxy of ``-x`` (relative to ``-w``), else ``-u``."""
+def handover(request: SubmitRequest) -> Handover:
+    """What blahpd hands over: the grid identity (:func:`identity`) and the proxy of ``-x``, whose copy
+    jim keeps fresh for the local jobs (:mod:`jim.credentials`)."""
+    proxy = _proxy_path(request)
+    return Handover(identity=identity(request), credentials=[Handed("x509", proxy)] if proxy else [])
+
+
+def _proxy_path(request: SubmitRequest) -> str | None:
+    """The proxy of ``-x``, relative to ``-w`` when not absolute; None without one."""
     proxy = request.get("x")
     if proxy and not proxy.startswith("/") and request.get("w").startswith("/"):
         proxy = os.path.join(request.get("w"), proxy)
-    found = from_proxy(proxy or None, source="blah")
+    return proxy or None
+
+
+def identity(request: SubmitRequest) -> Identity:
+    """Who submitted the job, as blahpd says it: the proxy of ``-x`` (relative to ``-w``), else ``-u``."""
+    found = from_proxy(_proxy_path(request), source="blah")
     if found.subject:
         return found
     try:

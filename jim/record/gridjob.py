@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from lxml import etree
 
+from jim.credentials import KINDS, Credential
 from jim.identity import UNKNOWN, Identity
 from jim.record.elements import child, clean, required
 from jim.record.localjob import LocalJob
@@ -152,6 +153,25 @@ class GridJob:
             self.root.remove(old)
         if attrs:
             etree.SubElement(self.root, "identity", {k: clean(v) for k, v in attrs.items()})
+
+    def credentials(self) -> list[Credential]:
+        """What the grid job's credentials are (kind, end, subject: ``<credentials>``; never their content)."""
+        out = []
+        for el in self.root.iterfind("credentials/credential"):
+            kind = el.get("kind") or ""
+            if kind in KINDS:
+                out.append(Credential(kind, parse_iso(el.get("notAfter")), el.get("subject") or None))
+        return out
+
+    def set_credentials(self, found: list[Credential]) -> None:
+        """Record what the grid job's credentials are now (at submit, and after a refresh replaced one)."""
+        old = self.root.find("credentials")
+        if old is not None:
+            self.root.remove(old)
+        if found:
+            box = etree.SubElement(self.root, "credentials")
+            for cred in found:
+                etree.SubElement(box, "credential", {k: clean(v) for k, v in cred.record_attrs().items()})
 
     def meta(self, name: str) -> str | None:
         """A value of the <meta> element (jim-internal settings of this grid job)."""

@@ -97,8 +97,9 @@ class LocalJob:
             raise ValueError(f"local job {self.index}: terminal state {new.value} needs evidence")
         stamp = now_iso(at)
         self.el.set("state", new.value)
-        if "retryAfter" in self.el.attrib:  # (only a PLANNED attempt waits for its cool-off)
-            del self.el.attrib["retryAfter"]
+        for name in _WHILE_PLANNED:  # (only a PLANNED attempt waits for its cool-off or anything else)
+            if name in self.el.attrib:
+                del self.el.attrib[name]
         hist = child(self.el, "history")
         entry = etree.SubElement(hist, "state", name=new.value, at=stamp)
         if evidence is not None:
@@ -219,6 +220,29 @@ class LocalJob:
         """When the current attempt may be submitted (a retry's cool-off), if it must wait."""
         return parse_iso(self.el.get("retryAfter"))
 
+    @property
+    def waiting(self) -> tuple[str, float] | None:
+        """Why this PLANNED local job is held back in jim (not submitted yet), and since when; None if it is not."""
+        reason, since = self.el.get("waiting"), parse_iso(self.el.get("waitingSince"))
+        return (reason, since) if reason and since is not None else None
+
+    def set_waiting(self, reason: str | None, at: float | None = None) -> bool:
+        """Hold this PLANNED local job back with ``reason`` (None: no more); the first hold's time is kept
+        while the reason stays.  True when the record changed."""
+        if reason is None:
+            changed = "waiting" in self.el.attrib
+            for name in ("waiting", "waitingSince"):
+                if name in self.el.attrib:
+                    del self.el.attrib[name]
+            return changed
+        text = clean(reason)[:500]
+        if self.el.get("waiting") == text:
+            return False
+        self.el.set("waiting", text)
+        if "waitingSince" not in self.el.attrib:
+            self.el.set("waitingSince", now_iso(at))
+        return True
+
     def entered(self, state: LocalState) -> float | None:
         """When this local job last entered ``state`` (from its history)."""
         name = _STATE_NAMES[state]
@@ -266,4 +290,6 @@ _ATTEMPT_ATTRIBUTES = (
     "killedBy",
 )
 #: Attributes of the current attempt that a new attempt starts without (and that are not kept).
-_CURRENT_ONLY = ("heartbeat", "absentSince", "retryAfter")
+_CURRENT_ONLY = ("heartbeat", "absentSince", "retryAfter", "waiting", "waitingSince")
+#: Attributes a PLANNED attempt may have that every state change removes.
+_WHILE_PLANNED = ("retryAfter", "waiting", "waitingSince")

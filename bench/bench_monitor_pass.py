@@ -17,7 +17,11 @@ runs it:
 * **nothing changed, asked again**: the batch system answers the same again (p50 / max);
 * **10 % finishing**: before the pass, a tenth of the local jobs (spread over every grid job) end DONE
   in the batch system;
-* **next, nothing changed**: the pass after that.
+* **next, nothing changed**: the pass after that;
+* where this jim keeps grid jobs' credentials (:mod:`jim.credentials`), every grid job has one (a copy
+  of its own front-end file, as GRAM's job manager keeps one per job), and **10 % of credentials
+  refreshed**: before the pass, the front-end files of a tenth of the grid jobs are replaced by a longer
+  one (each pass looks at every front-end file: one ``lstat`` per grid job).
 
 The in-memory batch system's own query (building its answer) is part of each pass, as ``squeue`` would
 be.  Wall time in seconds, and the process's peak RSS.  ``--profile`` runs the 10 % pass under cProfile
@@ -57,6 +61,48 @@ from jim.site import Site  # noqa: E402
 from jim.states import LocalState  # noqa: E402
 
 from support.fake_adapter import FakeJob, SameAnswerAdapter  # noqa: E402
+
+try:  # (a jim that keeps credentials: every grid job gets one)
+    from jim import credentials as creds
+except ImportError:  # pragma: no cover - an earlier jim, in bench/compare.py
+    creds = None  # type: ignore[assignment]
+
+
+def proxy_pem(hours: float) -> bytes:
+    """A certificate and its private key (what jim checks of a proxy), valid for ``hours``."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "jim bench user")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=hours)).sign(key, hashes.SHA256())
+    )  # fmt: skip
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM) + pem_key
+
+
+def give_credentials(db: Database, sources: Path, pem: bytes) -> list[Path]:
+    """Every grid job's front-end file (its own) and jim's copy of it."""
+    sources.mkdir(exist_ok=True)
+    files = []
+    for job_id in db.active_ids():
+        src = sources / f"{job_id}.pem"
+        src.write_bytes(pem)
+        src.chmod(0o600)
+        db.home.job_dir(job_id).mkdir(mode=0o700, exist_ok=True)
+        creds.install(db.home.job_dir(job_id), [creds.inspect(creds.Handed("x509", str(src)))])
+        files.append(src)
+    return files
 
 
 class UserWide(SameAnswerAdapter):
@@ -119,6 +165,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-pass-"))
     t = time.perf_counter()
     db, fake = make_site(tmp / "home", args.grid_jobs, args.local_jobs)
+    sources = give_credentials(db, tmp / "proxies", proxy_pem(12)) if creds is not None else []
     built = time.perf_counter() - t
     config = parse({"site": {"max_local_jobs": max(args.local_jobs, 10000)}}, env={"JIM_HOME": str(tmp / "home")})
     memo = Memo()
@@ -150,6 +197,16 @@ def main() -> None:
     if prof is not None:
         prof.disable()
     res["next, nothing changed s"] = round(timed(config, db, fake, memo), 3)
+    if sources:
+        longer = proxy_pem(24)
+        for src in random.sample(sources, max(1, len(sources) // 10)):
+            tmp_src = src.with_suffix(".new")
+            tmp_src.write_bytes(longer)
+            tmp_src.chmod(0o600)
+            tmp_src.rename(src)
+        res["credentials"] = len(sources)
+        res["10 % of credentials refreshed s"] = round(timed(config, db, fake, memo), 3)
+        res["after the refresh, nothing changed s"] = round(timed(config, db, fake, memo), 3)
     res["peak RSS MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     out = HERE / "results" / "bench_monitor_pass.json"
     out.parent.mkdir(exist_ok=True)

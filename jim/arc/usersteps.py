@@ -107,14 +107,15 @@ def _become_user(opts: Options) -> dict[str, str]:
 
 
 def _handover(grami_path: str) -> Handover:
-    """Who submitted the job and its delegated proxy (A-REX's ``proxy`` file beside the grami, the mapped
-    user's, when there is one: a token job has none)."""
+    """Who submitted the job and its credential: A-REX's ``proxy`` file beside the grami (the mapped user's),
+    which holds the delegated proxy of an X.509 job and the bearer token of a token job."""
+    identity = _identity(grami_path)
     try:
-        proxy = cd.sibling(grami_path, "proxy")
-    except ValueError:
-        proxy = None
-    handed = [Handed("x509", proxy)] if proxy is not None and os.path.lexists(proxy) else []
-    return Handover(identity=_identity(grami_path), credentials=handed)
+        path = cd.sibling(grami_path, "proxy")
+    except ValueError:  # (a grami not named as A-REX names it: no proxy beside it)
+        return Handover(identity=identity, credentials=[])
+    kind = "token" if identity.issuer or identity.token_subject else "x509"
+    return Handover(identity=identity, credentials=[Handed(kind, path)] if os.path.lexists(path) else [])
 
 
 def _identity(grami_path: str) -> Identity:

@@ -90,6 +90,7 @@ def _become_detached(
     code = 1
     try:
         os.setsid()
+        _clean_signals()
         os.close(wr)
         if hs_rd >= 0:
             go = os.read(hs_rd, 1)
@@ -110,6 +111,18 @@ def _become_detached(
         code = 1
     finally:
         os._exit(code)
+
+
+def _clean_signals() -> None:
+    """No signal blocked, and none of those that stop or warn a job ignored: a caller may block or ignore
+    them (A-REX's arched blocks nearly all), and a local job that never sees its SIGTERM cannot be cancelled
+    gracefully (the wrapper passes it on, then writes its exit-code file)."""
+    import signal  # (lazy: only in a detached process)
+
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def spawn_detached(

@@ -188,14 +188,21 @@ class Pass:
     def refresh_credentials(self) -> None:
         """Replace the copy of every credential whose front end's file changed (one ``lstat`` each);
         record what it is now.  A grid job's failure here is its own (logged, tried next pass)."""
-        watched = self.memo.credentials
+        watched, lstat = self.memo.credentials, os.lstat
         for job_id in list(self.memo.seen):
-            job_dir = self.db.home.job_dir(job_id)
             files = watched.get(job_id)
             if files is None:
-                files = watched[job_id] = creds.watched(job_dir)
-            if not any(creds.moved(path, version) for path, version in files):
+                files = watched[job_id] = creds.watched(self.db.home.job_dir(job_id))
+            for path, version in files:  # (the hot path: one lstat per front-end file, nothing else)
+                try:
+                    st = lstat(path)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != version:
+                    break
+            else:
                 continue
+            job_dir = self.db.home.job_dir(job_id)
             del watched[job_id]
             try:
                 replaced = creds.refresh(job_dir, self.now)

@@ -344,6 +344,10 @@ VOLATILE = {
     "wall",
     "coreSeconds",
     "cpu",
+    # the credential: its time left when asked, and the plan's record of its end (each run's own proxy)
+    "secondsLeft",
+    "credentialEnd",
+    "notAfter",
 }
 # what GRAM itself puts in the description, different for every GRAM job
 GRAM_KEYS = {"cachetag", "jobdir", "statefile", "uniqid", "stdout", "stderr", "filestreamout", "rslsubstitution"}

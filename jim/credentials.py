@@ -14,7 +14,7 @@ and writes a copy into the grid job's area (:func:`install`):
         x509up                    0600, the proxy as handed over
         token                     0600, the bearer token
         state.json                0600: per kind, the front end's path, the version of it copied
-                                  (inode, size, mtime), its end, its subject
+                                  (inode, size, mtime), its end, its subject, the last version refused
 
 Every local job reads the copy on its node through the shared file system
 (jim's job directory is on one for every batch system): the wrapper exports
@@ -27,8 +27,8 @@ blahpd), the monitor (every pass, one ``stat`` per grid job) and the worker
 (before it submits) notice a new version and replace the copy atomically:
 local jobs still queued start with the new one, running ones that re-read it
 (as grid tools do) see it.  A new version that is not a usable credential,
-or a proxy of another subject, is ignored with one line in jim's log; the
-copy stays.
+or a proxy of another subject, is ignored with one line in jim's log (once per
+version: the state file remembers it); the copy stays.
 
 **Never outlived** (:func:`shortfall`): a local job is not submitted with a
 credential that ends before its expected end (its wall-time limit, else the
@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jim.identity import MAX_PROXY_BYTES, Identity, ProxyError, proxy_identity, read_own_file, text
+from jim.identity import MAX_CERTS, MAX_PROXY_BYTES, Identity, ProxyError, proxy_identity, read_own_file, text
 from jim.safeio import atomic_write, read_regular
 from jim.timestamps import now_iso
 
@@ -71,8 +71,12 @@ STATE_NAME = "state.json"
 MAX_TOKEN_BYTES = 64 * 1024
 #: The largest state file read.
 MAX_STATE_BYTES = 64 * 1024
+#: Seconds a local job sized to the credential's lifetime leaves for its submission: the worker holds a
+#: local job whose credential ends before its expected end (plus the margin) counted from its submission.
+SUBMIT_ALLOWANCE = 60.0
 
 _PRIVATE_KEY = re.compile(rb"-----BEGIN (?:RSA |EC |DSA |ENCRYPTED )?PRIVATE KEY-----")
+_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----([A-Za-z0-9+/=\s]{1,65536}?)-----END CERTIFICATE-----")
 _TOKEN = re.compile(r"[\x21-\x7e]{1,65536}")
 
 
@@ -196,10 +200,15 @@ def _proxy(data: bytes, path: str) -> Credential:
     if not _PRIVATE_KEY.search(data):
         raise CredentialError(f"{path}: the proxy file holds no private key")
     ends = []
-    for block in re.findall(rb"-----BEGIN CERTIFICATE-----([A-Za-z0-9+/=\s]{1,65536}?)-----END CERTIFICATE-----", data):
-        cert = x509.load_der_x509_certificate(base64.b64decode(b"".join(block.split())))
-        end = getattr(cert, "not_valid_after_utc", None)
-        ends.append(end.timestamp() if end is not None else _naive_utc(cert.not_valid_after))
+    try:  # (the certificates proxy_identity read; one that does not parse is a refusal, not an exception)
+        for block in _CERT.findall(data)[:MAX_CERTS]:
+            cert = x509.load_der_x509_certificate(base64.b64decode(b"".join(block.split()), validate=True))
+            end = getattr(cert, "not_valid_after_utc", None)
+            ends.append(end.timestamp() if end is not None else _naive_utc(cert.not_valid_after))
+    except (binascii.Error, ValueError):
+        raise CredentialError(f"{path}: a certificate of the proxy file does not parse") from None
+    if not ends:
+        raise CredentialError(f"{path}: the proxy file holds no certificate")
     return Credential("x509", min(ends), subject)
 
 
@@ -223,7 +232,7 @@ def _token(data: bytes, path: str) -> Credential:
         return Credential("token")  # (an opaque token: its end is unknown)
     try:
         payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         raise CredentialError(f"{path}: the bearer token looks like a JWT but its claims do not decode") from None
     if not isinstance(payload, dict):
         raise CredentialError(f"{path}: the bearer token's claims are not a JSON object")
@@ -259,25 +268,19 @@ def install(job_dir: Path, reads: list[Read]) -> None:
     where = directory(job_dir)
     where.mkdir(mode=0o700, exist_ok=True)
     os.chmod(where, 0o700)
-    state = {}
     for read in reads:
         atomic_write(copy_path(job_dir, read.handed.kind), read.data, mode=0o600)
-        state[read.handed.kind] = _state_entry(read)
-    atomic_write(where / STATE_NAME, json.dumps(state, sort_keys=True), mode=0o600)
-
-
-def _state_entry(read: Read) -> dict[str, object]:
-    return {
-        "path": read.handed.path,
-        "version": list(read.version),
-        "notAfter": read.credential.not_after,
-        "subject": read.credential.subject,
-    }
+    _save(job_dir, {read.handed.kind: (read.handed, read.version, read.credential, ()) for read in reads})
 
 
 def load(job_dir: Path) -> dict[str, tuple[Handed, tuple[int, ...], Credential]]:
     """The credentials a grid job's area holds: per kind, (the front end's file, the version copied, what it is).
     Empty when it holds none (or its state file is not jim's)."""
+    return {kind: held[:3] for kind, held in _load(job_dir).items()}
+
+
+def _load(job_dir: Path) -> dict[str, tuple[Handed, tuple[int, ...], Credential, tuple[int, ...]]]:
+    """:func:`load`, and per kind the last version of the front end's file refused (``()``: none)."""
     raw = read_regular(directory(job_dir) / STATE_NAME, MAX_STATE_BYTES)
     if not raw:
         return {}
@@ -291,8 +294,9 @@ def load(job_dir: Path) -> dict[str, tuple[Handed, tuple[int, ...], Credential]]
             end = entry["notAfter"]
             handed = Handed(kind, str(entry["path"]))
             cred = Credential(kind, float(end) if end is not None else None, entry.get("subject"))
-            out[kind] = (handed, tuple(int(v) for v in entry["version"]), cred)
-        except (KeyError, TypeError, ValueError):
+            refused = tuple(int(v) for v in entry.get("refused") or ())
+            out[kind] = (handed, tuple(int(v) for v in entry["version"]), cred, refused)
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return out
 
@@ -318,51 +322,50 @@ def moved(path: str, version: tuple[int, ...]) -> bool:
 
 def refresh(job_dir: Path, now: float | None = None) -> list[Credential]:
     """Replace each copy whose front-end file has a new version that is a usable credential of the same
-    subject; the credentials replaced (empty: nothing changed).  One ``lstat`` per credential otherwise."""
-    held = load(job_dir)
+    subject; the credentials replaced (empty: nothing changed).  One ``lstat`` per credential otherwise.
+
+    A version refused is remembered in the state file (with its change time: a file given its right owner
+    or mode afterwards is looked at again): it is logged once, by whichever process saw it first, and not
+    read again on every pass."""
+    held = _load(job_dir)
     replaced: list[Credential] = []
-    for kind, (handed, version, old) in held.items():
+    for kind, (handed, version, old, refused) in list(held.items()):
         try:
             st = os.lstat(handed.path)
         except OSError:
             continue  # (the front end removed it: its job ended, or it is between two versions)
-        if _version(st) == version or not stat.S_ISREG(st.st_mode):
+        seen = (*_version(st), st.st_ctime_ns)
+        if _version(st) == version or seen == refused or not stat.S_ISREG(st.st_mode):
             continue
         try:
             read = inspect(handed, now)
+            if old.subject and read.credential.subject != old.subject:
+                raise CredentialError(f"the {old.label} {handed.path} is of another subject")
         except CredentialError as e:
-            _once(job_dir, kind, _version(st), f"the new version of the {old.label} is not used: {e}")
-            continue
-        if old.subject and read.credential.subject != old.subject:
-            _once(
-                job_dir,
-                kind,
-                read.version,
-                f"the new version of the {old.label} {handed.path} is not used: its subject changed",
-            )
+            held[kind] = (handed, version, old, seen)
+            _save(job_dir, held)
+            log.warning("grid job %s: the new version of the %s is not used: %s", job_dir.name, old.label, e)
             continue
         atomic_write(copy_path(job_dir, kind), read.data, mode=0o600)
-        state = {k: _entry(*v) for k, v in held.items()}
-        state[kind] = _state_entry(read)
-        atomic_write(directory(job_dir) / STATE_NAME, json.dumps(state, sort_keys=True), mode=0o600)
-        held[kind] = (handed, read.version, read.credential)
+        held[kind] = (handed, read.version, read.credential, ())
+        _save(job_dir, held)
         replaced.append(read.credential)
     return replaced
 
 
-def _entry(handed: Handed, version: tuple[int, ...], cred: Credential) -> dict[str, object]:
-    return {"path": handed.path, "version": list(version), "notAfter": cred.not_after, "subject": cred.subject}
-
-
-_REFUSED: dict[tuple[str, str], tuple[int, ...]] = {}
-
-
-def _once(job_dir: Path, kind: str, version: tuple[int, ...], message: str) -> None:
-    """Log ``message`` once per version of a front end's file (the monitor looks at it every pass)."""
-    key = (str(job_dir), kind)
-    if _REFUSED.get(key) != version:
-        _REFUSED[key] = version
-        log.warning("grid job %s: %s", job_dir.name, message)
+def _save(job_dir: Path, held: dict[str, tuple[Handed, tuple[int, ...], Credential, tuple[int, ...]]]) -> None:
+    state = {}
+    for kind, (handed, version, cred, refused) in held.items():
+        entry: dict[str, object] = {
+            "path": handed.path,
+            "version": list(version),
+            "notAfter": cred.not_after,
+            "subject": cred.subject,
+        }
+        if refused:
+            entry["refused"] = list(refused)
+        state[kind] = entry
+    atomic_write(directory(job_dir) / STATE_NAME, json.dumps(state, sort_keys=True), mode=0o600)
 
 
 def environment(job_dir: Path, kinds: list[str] | tuple[str, ...]) -> dict[str, str]:

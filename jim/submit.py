@@ -180,12 +180,14 @@ def _inspect(handed: list[creds.Handed]) -> list[creds.Read]:
 
 
 def _credential_left(site: Site, reads: list[creds.Read]) -> float | None:
-    """The seconds the credential lasts (the earliest known end), for the splitter; None when it does
-    not count (unknown, or ``[credentials] size_to_lifetime = false``)."""
+    """The seconds the credential lasts (the earliest known end), less the margin and the time the worker
+    may take to submit the local jobs (:data:`jim.credentials.SUBMIT_ALLOWANCE`: a local job sized to
+    the lifetime exactly would wait for a refresh), for the splitter; None when it does not count
+    (unknown, or ``[credentials] size_to_lifetime = false``)."""
     if not site.config.credentials.size_to_lifetime:
         return None
     lefts = [left for r in reads if (left := r.credential.left()) is not None]
-    return min(lefts) - site.config.credentials.margin if lefts else None
+    return min(lefts) - site.config.credentials.margin - creds.SUBMIT_ALLOWANCE if lefts else None
 
 
 def _run_worker(site: Site, job_id: str, known: tuple[GridJob, Plan, planning.Commands]) -> int:

@@ -227,25 +227,31 @@ class _Submission:
     def _credential_gate(self, due: list[LocalJob], now: float) -> list[LocalJob]:
         """The due local jobs whose credential lasts past their expected end (:func:`jim.credentials.shortfall`);
         the others wait for a refresh (recorded with the reason), and fail once they waited
-        ``[credentials] wait_for_refresh``.  A refreshed front-end file is copied first."""
+        ``[credentials] wait_for_refresh``.  A refreshed front-end file is copied first.  Only a PLANNED
+        local job is held (a SUBMITTING one may already be in the batch system: it is reconciled)."""
         replaced = creds.refresh(self.job_dir, now)
         current = creds.credentials(self.job_dir)
         if not current:
             return due
         conf = self.site.config.credentials
-        why = {lj.index: creds.shortfall(current, now, self._expected(lj), conf.margin) for lj in due}
-        go = [lj for lj in due if why[lj.index] is None or lj.state is LocalState.SUBMITTING]
-        changed = bool(replaced) or any((lj.waiting or (None,))[0] != why[lj.index] for lj in due)
-        if changed:
+        planned = [lj for lj in due if lj.state is LocalState.PLANNED]
+        why: dict[int, str | None] = {lj.index: None for lj in due}
+        why.update({lj.index: creds.shortfall(current, now, self._expected(lj), conf.margin) for lj in planned})
+        go = {lj.index for lj in due if why[lj.index] is None}
+        since = {lj.index: lj.waiting[1] if lj.waiting else now for lj in due}
+        late = {i for i, reason in why.items() if reason and now - since[i] >= conf.wait_for_refresh}
+        newly = [lj.index for lj in due if why[lj.index] and not lj.waiting]
+        if replaced or late or any((lj.waiting or (None,))[0] != why[lj.index] for lj in due):
             with self.db.update(self.job_id) as rec:
                 if replaced:
                     rec.set_credentials(current)
-                for lj in due:
+                for lj in planned:
                     reason = why[lj.index]
                     local = rec.local(lj.index)
+                    if local.state is not LocalState.PLANNED:  # (cancelled meanwhile)
+                        continue
                     local.set_waiting(reason, now)
-                    held = local.waiting
-                    if reason and held and now - held[1] >= conf.wait_for_refresh:
+                    if reason and lj.index in late:
                         local.set_state(
                             LocalState.FAILED,
                             evidence=Evidence.CREATION,
@@ -254,12 +260,11 @@ class _Submission:
                         )
                 rec.recompute(self.site.policy)
             self.job = rec
-            if any(why.values()):
-                self.log.warning(
-                    "%d local jobs wait: %s", sum(1 for w in why.values() if w), next(w for w in why.values() if w)
-                )
-            go = [lj for lj in self.job.local_jobs() if lj.index in {g.index for g in go}]
-        return go
+            if newly:  # (once, when they start to wait: the reason's seconds left change on every look)
+                self.log.warning("%d local jobs wait: %s", len(newly), why[newly[0]])
+            if late:
+                self.log.warning("%d local jobs failed: no refresh of the credential came in time", len(late))
+        return [lj for lj in self.job.local_jobs() if lj.index in go]
 
     def _expected(self, lj: LocalJob) -> float | None:
         """How long a local job may run: its wall-time limit, else its slice's estimate (None: unknown)."""

@@ -417,7 +417,7 @@ class TimeLimit:
         if self.by == "site-max-cpu":
             return f"the site's maximum of {self.raw:g} s per local job"
         if self.by == "credential-lifetime":
-            return f"the grid job's credential's remaining {self.raw:.0f} s (less the site's margin and a minute for the submission)"
+            return f"the grid job's credential's remaining {self.raw:.0f} s (less the margin and a minute to submit)"
         what = "wall-time" if self.by == "queue-wall-time" else "CPU-time"
         return f"queue {self.queue}'s {what} limit of {self.raw:g} s x safety {self.safety:g} = {self.seconds:g} s"
 

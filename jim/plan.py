@@ -59,8 +59,9 @@ def make_plan(
 ) -> tuple[Handler, Plan, Commands]:
     """Validate ``desc``, choose its local queue and plan it: (handler, plan, commands).
 
-    ``credential_left``: the seconds the grid job's credential lasts (less the margin and the submission's allowance), a time limit of
-    its local jobs the handler may size them by (:meth:`Handler.time_limit`); None: not counted.
+    ``credential_left``: the seconds the grid job's credential lasts (less the margin and the submission's
+    allowance), a time limit of its local jobs the handler may size them by (:meth:`Handler.time_limit`);
+    None: not counted.
 
     Records nothing; a real submit (``dry_run=False``) only remembers the
     queue choice in the requirements cache under ``$JIM_HOME/cache``.

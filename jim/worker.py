@@ -216,7 +216,7 @@ class _Submission:
                     return
                 self._pause(wait)
             elif not (go := self._credential_gate(due, now)):
-                self._pause(CREDENTIAL_WAIT, longer=True)
+                self._await_credential()
             else:
                 attempt = go[0].attempt  # one chunk, one attempt: its tags and directories
                 chunk = [lj for lj in go if lj.attempt == attempt][: self.adapter.max_chunk]
@@ -350,14 +350,22 @@ class _Submission:
             rec.recompute(self.site.policy)
         self.job = rec
 
-    def _pause(self, seconds: float | None = None, *, longer: bool = False) -> None:
+    def _await_credential(self) -> None:
+        """Local jobs wait for a refreshed credential: look at the front end's files every second (one
+        ``lstat`` each), and read the record again when one changed or after :data:`CREDENTIAL_WAIT`."""
+        background.start_monitor(self.home.root)
+        files = creds.watched(self.job_dir)
+        until = time.monotonic() + CREDENTIAL_WAIT
+        while time.monotonic() < until and not any(creds.moved(path, version) for path, version in files):
+            time.sleep(1.0)
+        self.job = self.db.read(self.job_id)
+
+    def _pause(self, seconds: float | None = None) -> None:
         """Wait a monitor interval (or ``seconds``, if shorter) for the batch system or a cool-off,
         then read the record again.  The monitor must run meanwhile (it notices when the batch
         system answers again), even when no poll comes (push mode)."""
         background.start_monitor(self.home.root)
         interval = self.site.config.monitor.interval
-        if longer and seconds is not None:  # (a long wait: the record is read again every ``seconds``)
-            interval = max(interval, seconds)
         time.sleep(max(0.05, min(interval, seconds)) if seconds is not None else interval)
         self.job = self.db.read(self.job_id)
 

@@ -4,8 +4,9 @@ A job asks for ARC's own ``ENV/PROXY`` and the suite's ``ENV/JIMTEST/STAGES`` (w
 two local jobs (``ENV/JIM/GENERIC`` ``count=2``); the CE adds its default ``ENV/JIMTEST/DEFAULT``.
 Stage 0 runs in jim's submit step on the CE (ENV/PROXY copies the delegated proxy into the session
 directory, through ARC 7's ``control_path`` on the ARC 7 CE), stages 1 and 2 around each local job
-(jim/arc/rte.py).  Each local job must see ``X509_USER_PROXY`` set (to the session directory's
-copy, not A-REX's control-directory one) and readable, a proxy of the client's own identity.
+(jim/arc/rte.py).  Each local job must see ``X509_USER_PROXY`` set (to jim's copy of the job's delegated proxy, which
+ENV/PROXY's stage 1 keeps since it only sets the variable when unset; never A-REX's control-directory
+file) and readable, a proxy of the client's own identity.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def test_every_local_job_has_the_clients_proxy_and_the_stages_ran(proxy_job):
     out = (got / "out.txt").read_text()
     for k in (0, 1):
         m = re.search(rf"^job {k} proxy=(\S+)$", out, re.M)
-        assert m and m.group(1).endswith("/user.proxy"), out  # (ENV/PROXY's copy in the session directory)
+        assert m and m.group(1).endswith("/credentials/x509up"), out  # (jim's copy: docs/credentials.md)
         assert f"job {k} readable" in out, out
         assert f"job {k} stage0=e2e stage1=yes default=1" in out, out
         assert f"job {k} env X509_USER_KEY=fake" not in out, out  # (A-REX's submit-step variables never leak)

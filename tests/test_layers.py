@@ -105,6 +105,7 @@ LAYERS = {
         "jim.arc.owners",
         "jim.arc.diag",
         "jim.arc.scan",
+        "jim.arc.renew",
         "jim.arc.info",
         "jim.arc.install",
         # the BLAH front end (Condor-G's batch jim, HTCondor-CE): see jim/blah/__init__.py

@@ -5,7 +5,10 @@ A-REX runs ``scan-jim-job --config CFG CONTROLDIR...`` as root about every
 
 1. the jobs of the control directories in INLRMS or CANCELING that jim has
    and that have no ``lrms_done`` (:func:`jim.arc.owners.jobs_in_lrms`; ARC 6's
-   and ARC 7's layouts, :mod:`jim.arc.controldir`), grouped by owner;
+   and ARC 7's layouts, :mod:`jim.arc.controldir`), grouped by owner; a job's
+   delegation that ``arcrenew`` renewed in A-REX's store is written into its
+   ``proxy`` file, which A-REX itself does not do for a job in the LRMS
+   (:func:`jim.arc.renew.renew_pass`);
 2. ONE ``jim poll --json`` per owner, as that owner
    (:func:`jim.arc.owners.bulk_poll`); a failed or timed-out answer is no
    news, and the next pass asks again;
@@ -33,6 +36,7 @@ from functools import partial
 from jim.arc import controldir as cd
 from jim.arc.options import Options, log
 from jim.arc.owners import IDS_PER_CALL, Answer, ArcJob, as_user, bulk_poll, by_owner, jobs_in_lrms
+from jim.arc.renew import renew_pass
 from jim.safeio import atomic_write
 
 GM_KICK = "/usr/lib/arc/gm-kick"
@@ -88,9 +92,9 @@ def kick(job: ArcJob) -> bool:
 
 
 def scan_pass(opts: Options, controldirs: list[str]) -> dict[str, int]:
-    """One pass over the control directories; counts: checked, ended, jim calls."""
+    """One pass over the control directories; counts: checked, ended, jim calls, proxy files renewed."""
     jobs = [j for d in controldirs for j in jobs_in_lrms(d)]
-    counts = {"checked": len(jobs), "ended": 0, "calls": 0}
+    counts = {"checked": len(jobs), "ended": 0, "calls": 0, "renewed": _renew(jobs)}
     for uid, owned in sorted(by_owner(jobs).items()):
         ids = list(dict.fromkeys(j.localid for j in owned))
         counts["calls"] += -(-len(ids) // IDS_PER_CALL)
@@ -99,6 +103,15 @@ def scan_pass(opts: Options, controldirs: list[str]) -> dict[str, int]:
             _write_diags(opts, uid, ended)
             counts["ended"] += _finish_all(ended)
     return counts
+
+
+def _renew(jobs: list[ArcJob]) -> int:
+    """:func:`renew_pass` of the jobs, which never fails the scan."""
+    try:
+        return renew_pass(jobs) if jobs else 0
+    except Exception as e:  # (a bug there must not stop the jobs from ending)
+        log(f"renewing the jobs' proxy files: {type(e).__name__}: {e}")
+        return 0
 
 
 def _ended(owned: list[ArcJob], answers: dict[str, Answer]) -> list[tuple[ArcJob, int, str]]:
@@ -141,5 +154,9 @@ def scan(opts: Options, controldirs: list[str]) -> int:
         if n:
             time.sleep(opts.scan_interval)
         counts = scan_pass(opts, controldirs)
-        log(f"scan pass: {counts['checked']} job(s) checked, {counts['ended']} ended, {counts['calls']} jim call(s)")
+        renewed = f", {counts['renewed']} proxy file(s) renewed" if counts["renewed"] else ""
+        log(
+            f"scan pass: {counts['checked']} job(s) checked, {counts['ended']} ended, "
+            f"{counts['calls']} jim call(s){renewed}"
+        )
     return 0

@@ -163,6 +163,9 @@ def test_condor_accounting_when_the_wrapper_wrote_nothing():
         )
         u = lj["usage"]
         assert u is not None and u["source"] == "condor", lj
-        assert u["cpuUser"] == ad["RemoteUserCpu"] >= 1 and u["cpuSystem"] == ad["RemoteSysCpu"], (u, ad)
+        if ad["RemoteUserCpu"] + ad["RemoteSysCpu"] > 0:
+            assert u["cpuUser"] == ad["RemoteUserCpu"] >= 1 and u["cpuSystem"] == ad["RemoteSysCpu"], (u, ad)
+        else:  # (a loaded machine: no CPU sample reached the shadow before the kill; 0 is not measured, so unknown)
+            assert u["cpuUser"] is None and u["cpuSystem"] is None, (u, ad)
         assert u["wall"] == ad["LastRemoteWallClockTime"] >= 1 and u["cores"] == ad["CpusProvisioned"] == 1
         assert u["maxRssKb"] == (ad["ResidentSetSize_RAW"] or None) and u["node"], (u, ad)

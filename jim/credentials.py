@@ -353,6 +353,12 @@ def refresh(job_dir: Path, now: float | None = None) -> list[Credential]:
     return replaced
 
 
+def refreshed(cred: Credential, now: float | None = None) -> str:
+    """The log line's words for a copy :func:`refresh` replaced (whoever noticed it: the monitor, the worker)."""
+    left = cred.left(now)
+    return f"its {cred.label} was refreshed ({'end unknown' if left is None else f'{left:.0f} s left'})"
+
+
 def _save(job_dir: Path, held: dict[str, tuple[Handed, tuple[int, ...], Credential, tuple[int, ...]]]) -> None:
     state = {}
     for kind, (handed, version, cred, refused) in held.items():

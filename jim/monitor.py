@@ -213,13 +213,7 @@ class Pass:
                 for_job("jim.monitor", job_id).warning("grid job %s: its credential was not refreshed: %s", job_id, e)
                 continue
             for cred in replaced:
-                left = cred.left(self.now)
-                for_job("jim.monitor", job_id).info(
-                    "grid job %s: its %s was refreshed (%s)",
-                    job_id,
-                    cred.label,
-                    "end unknown" if left is None else f"{left:.0f} s left",
-                )
+                for_job("jim.monitor", job_id).info("grid job %s: %s", job_id, creds.refreshed(cred, self.now))
 
     def _still_quiet(self, key: Key | None) -> bool:
         """The last pass left everything up to date, and nothing it depends on moved since."""

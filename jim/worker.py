@@ -230,6 +230,8 @@ class _Submission:
         ``[credentials] wait_for_refresh``.  A refreshed front-end file is copied first.  Only a PLANNED
         local job is held (a SUBMITTING one may already be in the batch system: it is reconciled)."""
         replaced = creds.refresh(self.job_dir, now)
+        for cred in replaced:  # (the monitor logs the same when it is first to notice)
+            self.log.info("grid job %s: %s", self.job_id, creds.refreshed(cred, now))
         current = creds.credentials(self.job_dir)
         if not current:
             return due

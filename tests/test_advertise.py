@@ -181,15 +181,15 @@ def test_fork_free_slots_count_running_local_jobs(jim_env):
     job = jim_env.submit("&(executable=/bin/sleep)(arguments=60)(count=3)")
     import time
 
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300  # (a bound for a hung run, not a time goal: a loaded machine is slower)
     while time.monotonic() < deadline:
         if sum(lj["state"] == "RUNNING" for lj in jim_env.status(job)["localJobs"]) == 3:
             break
         time.sleep(0.2)
-    assert _settled(adapter.free_slots, before - 3) == before - 3
+    assert _settled(adapter.free_slots, before - 3, within=120) == before - 3
     jim_env.protocol("cancel", "--job-id", job)
     # (cancel answers once every wrapper wrote its exit file; the processes end a moment later)
-    assert _settled(adapter.free_slots, before) == before
+    assert _settled(adapter.free_slots, before, within=120) == before
 
 
 def _settled(count, want: int, within: float = 10.0) -> int:

@@ -103,11 +103,13 @@ def atomic_write(
     *,
     mode: int = 0o600,
     sync: bool = True,
+    owner: tuple[int, int] | None = None,
 ) -> None:
     """Replace ``path`` with ``content`` (bytes, text written as UTF-8, or a function that writes into
     the open file) so that readers see the old or the new file, whole.
 
-    ``mode`` is the new file's mode exactly (not reduced by the umask).  ``sync=False`` skips the
+    ``mode`` is the new file's mode exactly (not reduced by the umask); ``owner`` (uid, gid): the new
+    file's, set before it is renamed in (root writing a file of another account).  ``sync=False`` skips the
     ``fsync``: for caches that may be lost in a crash, never for a record.  A symbolic link at
     ``path`` is replaced, not followed.
     """
@@ -124,6 +126,8 @@ def atomic_write(
             else:
                 content(f)
             f.flush()
+            if owner is not None:
+                os.fchown(f.fileno(), *owner)
             os.fchmod(f.fileno(), mode)
             if sync:
                 os.fsync(f.fileno())

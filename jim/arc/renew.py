@@ -50,7 +50,7 @@ from urllib.parse import quote
 from jim.arc import controldir as cd
 from jim.arc.options import log
 from jim.arc.owners import MAX_LOCAL_BYTES, ArcJob
-from jim.safeio import NotRegular, open_regular, read_at_most
+from jim.safeio import NotRegular, atomic_write, open_regular, read_at_most
 
 #: The delegation store's directory in the control directory (A-REX running as root: ``GMConfig::DelegationDir``).
 DELEGATIONS = "delegations"
@@ -259,33 +259,6 @@ def read_store_file(store: str, parts: list[str]) -> bytes:
 
 
 def replace_proxy(path: str, data: bytes, uid: int, gid: int) -> None:
-    """Replace the job's proxy file as A-REX's ``FileCreate`` does: ``<path>.XXXXXX`` in the same directory
-    (never through a link), written, owned by ``uid``:``gid``, mode 0600, synced, renamed over ``path``."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    for _attempt in range(10):
-        tmp = f"{path}.{os.urandom(6).hex()[:6]}"
-        try:
-            fd = os.open(tmp, flags, PROXY_MODE)
-            break
-        except FileExistsError:
-            continue
-    else:
-        raise RenewError(f"no temporary file beside {path}")
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if os.geteuid() == 0:
-                os.fchown(fd, uid, gid)
-            os.fchmod(fd, PROXY_MODE)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Replace the job's proxy file as A-REX's ``FileCreate`` does: a new file beside it (never through a
+    link), written, owned by ``uid``:``gid``, mode 0600, synced, renamed over ``path``."""
+    atomic_write(path, data, mode=PROXY_MODE, owner=(uid, gid) if os.geteuid() == 0 else None)

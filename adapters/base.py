@@ -316,7 +316,7 @@ class Adapter(abc.ABC):
         timeout = self.options.command_timeout if timeout is None else timeout
         started = time.monotonic()
         try:
-            proc = subprocess.run(
+            proc = self.cache.counted(subprocess.run)(  # (each command counted for jim metrics)
                 argv,
                 input=input,
                 capture_output=True,

@@ -18,6 +18,9 @@ An adapter owns one :class:`AdapterCache` (``adapter.cache``):
   long-lived caller (the monitor) compares integers, never statuses;
 * **the degraded flag** (``<name>.degraded``): set by a failed query, cleared
   by one that works; a degraded adapter gets no new submissions;
+* **the batch commands run** (``<name>-commands.json``: command -> [run, failed]): counted at
+  :meth:`jim.adapters.base.Adapter.run`, the one seam of batch commands (:meth:`AdapterCache.counted`),
+  read by ``jim metrics`` (:func:`command_counts`); one small locked rewrite per command;
 * **site facts** (``<name>-<fact>.json``): what changes rarely (Slurm's
   MaxArraySize, which PBS answers), computed at most once a day; and the
   batch system's capacity (``<name>-capacity.json``: cores, free cores,
@@ -30,19 +33,26 @@ losing one in a crash only means asking the batch system again).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
+import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jim.adapters import capacity as capacities
 from jim.adapters.model import UNSTAMPED, BatchStatus, Capacity, QueryResult
 from jim.locks import SingleInstance
 from jim.paths import Home
-from jim.safeio import atomic_write, disk_key
+from jim.safeio import atomic_write, disk_key, read_at_most, read_regular
+
+if TYPE_CHECKING:
+    import subprocess
 
 log = logging.getLogger("jim.adapters")
 
@@ -53,6 +63,14 @@ FACT_MAX_AGE = 86400.0
 CAPACITY_MAX_AGE = 60.0
 
 Statuses = dict[str, BatchStatus]
+
+#: An adapter's name as it may appear in a cache file's name (and so in ``jim metrics``).
+ADAPTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+#: A batch command's name as counted: the basename of its argv[0] (anything else counts as "other").
+COMMAND_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,40}")
+#: Most distinct commands one counts file holds (more count as "other"), and its size read at most.
+MAX_COMMANDS = 32
+MAX_COUNTS_BYTES = 16 * 1024
 
 
 class Generations:
@@ -248,6 +266,60 @@ class AdapterCache:
             return None
         return data if isinstance(data, dict) else None
 
+    # -- the batch commands run --------------------------------------------------------------------
+    @property
+    def commands_path(self) -> Path:
+        return self.home.cache / f"{self.name}-commands.json"
+
+    def counted(
+        self, run: Callable[..., subprocess.CompletedProcess[str]]
+    ) -> Callable[..., subprocess.CompletedProcess[str]]:
+        """``run`` (``subprocess.run``, as :meth:`jim.adapters.base.Adapter.run` calls it) counting each
+        command it runs in ``<name>-commands.json``: run, and failed (it did not answer in time, could
+        not be run, or exited non-zero)."""
+
+        def counting(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            failed = True
+            try:
+                proc = run(argv, **kwargs)
+                failed = proc.returncode != 0
+                return proc
+            finally:
+                self.count_command(argv[0] if argv else "", failed=failed)
+
+        return counting
+
+    def count_command(self, command: str, *, failed: bool) -> None:
+        """One more run (and failure) of the batch command ``command`` (a path: its basename counts).
+        Never raises: a count that cannot be kept is lost, the command is not."""
+        name = os.path.basename(command)
+        if not COMMAND_NAME.fullmatch(name):
+            name = "other"
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.commands_path, flags, 0o600)
+        except OSError:
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
+            fcntl.flock(fd, fcntl.LOCK_EX)  # (every jim process of the user counts into this one file)
+            before = read_at_most(fd, MAX_COUNTS_BYTES)
+            counts = _counts(before)
+            if name not in counts and len(counts) >= MAX_COMMANDS:
+                name = "other"
+            ran, failures = counts.get(name, (0, 0))
+            counts[name] = (ran + 1, failures + int(failed))
+            data = json.dumps({k: list(v) for k, v in sorted(counts.items())}).encode()
+            # rewritten in place, padded to the old length: no truncation (ext4 flushes a file truncated
+            # and written again when it is closed: a millisecond a command); torn by a crash, the
+            # counts start again from zero, as after a reset
+            os.pwrite(fd, data.ljust(len(before)), 0)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
     # -- site facts ------------------------------------------------------------------------------
     def fact(self, name: str, compute: Callable[[], Any], *, key: str = "", max_age: float = FACT_MAX_AGE) -> Any:
         """A fact about the site that changes rarely, computed at most once per ``max_age`` s (a day)
@@ -281,3 +353,58 @@ class AdapterCache:
             return float(data["at"]), capacities.from_json(data["value"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+# -- what every adapter of a home keeps, for jim metrics and the admin's view -------------------------
+
+
+def _counts(data: bytes) -> dict[str, tuple[int, int]]:
+    """command -> (run, failed) of a counts file's bytes (nothing from a damaged one)."""
+    try:
+        raw = json.loads(data) if data else {}
+    except ValueError:
+        return {}
+    out: dict[str, tuple[int, int]] = {}
+    for name, pair in raw.items() if isinstance(raw, dict) else ():
+        if (
+            isinstance(name, str)
+            and COMMAND_NAME.fullmatch(name)
+            and isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(n, int) and 0 <= n < 1 << 62 for n in pair)
+        ):
+            out[name] = (pair[0], pair[1])
+    return out
+
+
+def adapters_of(home: Home) -> list[str]:
+    """The adapters that keep something in ``home``'s cache (by their files' names), sorted."""
+    try:
+        names = os.listdir(home.cache)
+    except OSError:
+        return []
+    found = set()
+    for name in names:
+        for suffix in ("-status.json", ".degraded", "-commands.json"):
+            adapter = name[: -len(suffix)] if name.endswith(suffix) else ""
+            if ADAPTER_NAME.fullmatch(adapter):
+                found.add(adapter)
+    return sorted(found)
+
+
+def command_counts(home: Home, adapter: str) -> dict[str, tuple[int, int]]:
+    """command -> (run, failed) that ``adapter`` counted in ``home`` (see :meth:`AdapterCache.counted`)."""
+    data = read_regular(home.cache / f"{adapter}-commands.json", MAX_COUNTS_BYTES)
+    return _counts(data) if data else {}
+
+
+def degraded_since(home: Home, adapter: str) -> float | None:
+    """Since when ``adapter``'s status query has failed in ``home`` (its degraded flag), else None."""
+    data = read_regular(home.cache / f"{adapter}.degraded", 64 * 1024)
+    if data is None:
+        return None
+    try:
+        since = json.loads(data).get("since")
+    except (ValueError, AttributeError):
+        return 0.0  # (degraded, since it cannot say when)
+    return float(since) if isinstance(since, int | float) else 0.0

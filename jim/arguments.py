@@ -3,10 +3,10 @@
 :func:`parser` builds the parser of one command (building them all costs
 about 20 ms, which ``jim submit`` does without) or, for ``jim --help`` and a
 command it does not know, of every command.  ``gram-install``,
-``arc-install``, ``arc-backend``, ``blah-install`` and ``blah-submit`` (for
-every ``blah-<step>``) are listed for the help only: :mod:`jim.cli` hands
-their arguments to their own mains (:mod:`jim.gram`, :mod:`jim.arc`,
-:mod:`jim.blah`).
+``arc-install``, ``arc-backend``, ``blah-install``, ``blah-submit`` (for
+every ``blah-<step>``) and ``site-install`` are listed for the help only:
+:mod:`jim.cli` hands their arguments to their own mains (:mod:`jim.gram`,
+:mod:`jim.arc`, :mod:`jim.blah`, :mod:`jim.siteinstall`).
 ``jim poll`` is read by hand (:mod:`jim.poll`); its parser here serves
 ``jim -v poll`` and ``jim -q poll``.
 """
@@ -14,6 +14,7 @@ their arguments to their own mains (:mod:`jim.gram`, :mod:`jim.arc`,
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from jim import __version__, background
@@ -58,6 +59,17 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def usage_error(command: str, message: str) -> int:
+    """A mistake argparse cannot see (arguments that depend on each other): ``command``'s usage and
+    ``message`` on stderr, as argparse says its own; exit status 2."""
+    for action in parser(command)._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            sub = action.choices[command]
+            sub.print_usage(sys.stderr)
+            print(f"{sub.prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def _add_description(sp: argparse.ArgumentParser) -> None:
     g = sp.add_mutually_exclusive_group(required=True)
     g.add_argument("--rsl", help="the job description as GRAM RSL")
@@ -96,9 +108,28 @@ def _resubmit(sub: Subparsers) -> None:
 
 
 def _status(sub: Subparsers) -> None:
-    sp = sub.add_parser("status", help="a grid job in detail")
-    sp.add_argument("job_id", metavar="ID")
+    sp = sub.add_parser("status", help="a grid job in detail; --all-users (root): counts of every account's jim")
+    sp.add_argument("job_id", metavar="ID", nargs="?")
     sp.add_argument("--json", action="store_true", help="machine-readable")
+    _add_all_users(sp, "per user and state: grid and local jobs, oldest active, monitors, degraded queries")
+
+
+def _add_all_users(sp: argparse.ArgumentParser, what: str) -> None:
+    """``--all-users`` and ``--homes`` (jim status, jim metrics: see jim.metrics, jim.adminview)."""
+    sp.add_argument("--all-users", action="store_true", help=f"as root, every account's jim home: {what}")
+    sp.add_argument(
+        "--homes",
+        metavar="PATTERN",
+        help="--all-users: each account's jim home ({user}, {home}; default [jim] home), or a glob",
+    )
+
+
+def _metrics(sub: Subparsers) -> None:
+    sp = sub.add_parser("metrics", help="counts in the Prometheus text format (docs/metrics.md)")
+    _add_all_users(sp, "the site's counts")
+    sp.add_argument(
+        "--output", metavar="FILE", help="write them to FILE (replaced whole, 0644: a textfile collector's)"
+    )
 
 
 def _list(sub: Subparsers) -> None:
@@ -152,6 +183,11 @@ def _serve(sub: Subparsers) -> None:
     sp.add_argument("--proxy-secret-file", metavar="FILE", help="--site: the 0600 file of the proxy's secret")
     sp.add_argument("--homes", default="{home}/.jim", help="--site: each user's jim home (default {home}/.jim)")
     sp.add_argument("--user-header", default="X-Remote-User", help="--site: the header naming the user")
+    sp.add_argument(
+        "--metrics-token-file",
+        metavar="FILE",
+        help="--site: the 0600 file of the bearer token a scraper sends for /metrics (every user's counts)",
+    )
 
 
 def _gram_install(sub: Subparsers) -> None:
@@ -176,6 +212,14 @@ def _blah_install(sub: Subparsers) -> None:
     sub.add_parser(
         "blah-install",
         help="install jim as a BLAH backend, Condor-G's batch jim (run as root; --help: its options)",
+        add_help=False,
+    )
+
+
+def _site_install(sub: Subparsers) -> None:
+    sub.add_parser(
+        "site-install",
+        help="install jim's systemd units: jim serve --site, timers for advertise and purge (root; --help: options)",
         add_help=False,
     )
 
@@ -210,6 +254,40 @@ def _accounting(sub: Subparsers) -> None:
     )
 
 
+def _drain(sub: Subparsers) -> None:
+    sp = sub.add_parser(
+        "drain",
+        help="before a downtime: refuse new grid jobs while the others go on (on, off: as root), or say which (status)",
+    )
+    sp.add_argument("action", choices=("on", "off", "status"))
+    sp.add_argument(
+        "--reason", metavar="TEXT", help="on: the one line every refused submit carries (at most 200 characters)"
+    )
+
+
+def _purge(sub: Subparsers) -> None:
+    sp = sub.add_parser(
+        "purge",
+        help="remove what [retention] says has expired of finished grid jobs (docs/housekeeping.md)",
+        description="Removes the work areas, output tars and records of finished grid jobs whose "
+        "[retention] has run out; nothing of a grid job still active. One line per grid job and a total.",
+    )
+    sp.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="also forget every finished grid job that ended more than DURATION ago (30d, 12h; units s m h d w)",
+    )
+    sp.add_argument("--dry-run", action="store_true", help="only say what would go, and how much it would free")
+    sp.add_argument(
+        "--all-users",
+        action="store_true",
+        help="as root: every account's jim home ([jim] home), each purged as its account",
+    )
+    sp.add_argument(
+        "--homes", metavar="PATTERN", help="--all-users: each account's jim home ({user}, {home}; default [jim] home)"
+    )
+
+
 def _worker(sub: Subparsers) -> None:
     sub.add_parser(background.WORKER_COMMAND).add_argument("job_id")  # (no help: not listed)
 
@@ -231,12 +309,16 @@ _ADD = {
     "doctor": _doctor,
     "advertise": _advertise,
     "accounting": _accounting,
+    "metrics": _metrics,
+    "drain": _drain,
+    "purge": _purge,
     "serve": _serve,
     "gram-install": _gram_install,
     "arc-install": _arc_install,
     "arc-backend": _arc_backend,
     "blah-install": _blah_install,
     "blah-submit": _blah_steps,
+    "site-install": _site_install,
     background.WORKER_COMMAND: _worker,
     background.MONITOR_COMMAND: _monitor,
 }

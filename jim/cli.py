@@ -15,7 +15,8 @@ dispatches before it imports anything else:
   loads only what its answer needs;
 * ``arc-install`` and ``arc-backend`` to :func:`jim.arc.main`, ``gram-install``
   to :func:`jim.gram.main`, ``blah-install`` and ``blah-<step>`` (blahpd's
-  scripts) to :func:`jim.blah.main`: they read their own arguments;
+  scripts) to :func:`jim.blah.main`, ``site-install`` (jim's systemd units) to
+  :func:`jim.siteinstall.main`: they read their own arguments;
 * ``--version``; no command, ``-h``, ``--help`` or ``help`` to the help (exit
   status 2 without a command);
 * every other command to :func:`jim.commands.run`.
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         from jim.gram import main as gram_main  # (lazy: an administrator's command, never poll's)
 
         return gram_main(argv[1:])
+    if command == "site-install":
+        from jim.siteinstall import main as site_install  # (lazy: an administrator's command, never poll's)
+
+        return site_install(argv[1:])
     if command == "--version":
         print(f"jim {__version__}")
         return 0

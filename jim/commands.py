@@ -25,7 +25,9 @@ HTCondor's ClassAd bindings (``advertise``) would add some 50 ms of CPU to
 every ``jim submit`` and ``jim cancel``, and the bindings are never imported
 with jim; the worker and the monitor (``_worker``, ``_monitor``, the
 background processes) because ``jim submit`` answers before it loads the
-worker (see :mod:`jim.submit`).
+worker (see :mod:`jim.submit`).  ``metrics`` and ``status --all-users``
+import theirs when they run too (the Prometheus client library; root's count
+of every home).
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from jim import accounting, apel, background, doctor, poll
-from jim.arguments import parser
+from jim import accounting, apel, background, doctor, drain, poll, purge
+from jim.arguments import parser, usage_error
 from jim.cancel import cancel, kill
 from jim.config import load
 from jim.errors import BatchError, GramError, JimError
@@ -190,6 +192,12 @@ def cmd_resubmit(site: Site, args: argparse.Namespace) -> int:
 
 
 def cmd_status(site: Site, args: argparse.Namespace) -> int:
+    if (args.job_id is None) != bool(args.all_users) or (args.homes and not args.all_users):
+        return usage_error("status", "give a grid job ID, or (as root) --all-users [--homes PATTERN]")
+    if args.all_users:
+        from jim.adminview import main  # (lazy: root's view of every home, never a user's command's)
+
+        return main(args, site.config.home_pattern)
     job = site.db.read(site.home.check_id(args.job_id))
     if args.json:
         print(dump(status_json(job)))
@@ -250,6 +258,42 @@ def cmd_accounting(site: Site, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_drain(site: Site, args: argparse.Namespace) -> int:
+    """``jim drain on [--reason TEXT] | off | status``: root's flag file written, removed or read (jim.drain)."""
+    path = site.config.site.drain_file
+    if args.reason is not None and args.action != "on":
+        raise JimError("--reason goes with jim drain on only")
+    if args.action == "on":
+        state = drain.turn_on(path, args.reason or "")
+    else:
+        state = drain.turn_off(path) if args.action == "off" else drain.look(path)
+    print(state.describe())
+    return 0
+
+
+def cmd_metrics(site: Site, args: argparse.Namespace) -> int:
+    from jim.metrics import main  # (lazy: the Prometheus client library costs some 60 ms)
+
+    if args.homes and not args.all_users:
+        return usage_error("metrics", "--homes goes with --all-users")
+    return main(site.home, args, site.config.home_pattern)
+
+
+def cmd_purge(site: Site, args: argparse.Namespace) -> int:
+    """``jim purge``: what ``[retention]`` (and ``--older-than``) says has expired, one line per grid job."""
+    rules = purge.Rules.of(site.config.retention, purge.older_than(args.older_than))
+    if args.homes is not None and not args.all_users:
+        raise JimError("--homes goes with --all-users")
+    if args.all_users:
+        report = purge.all_users(site.config, rules, homes=args.homes, dry_run=args.dry_run)
+    else:
+        report = purge.purge_home(site.db, rules, dry_run=args.dry_run)
+    for line in report.lines():
+        print(line)
+    print(report.total())
+    return 0
+
+
 def cmd_advertise(site: Site, args: argparse.Namespace) -> int:
     from jim.advertise import run  # (lazy: HTCondor's ClassAd bindings, never imported with jim: see above)
 
@@ -269,6 +313,7 @@ def cmd_serve(site: Site, args: argparse.Namespace) -> int:
             secret_file=args.proxy_secret_file,
             homes=args.homes,
             user_header=args.user_header,
+            metrics_token_file=args.metrics_token_file,
         ),
     )
 
@@ -294,9 +339,12 @@ FOR_PEOPLE: dict[str, PeopleCommand] = {
     "plan": cmd_plan,
     "handlers": cmd_handlers,
     "doctor": cmd_doctor,
+    "purge": cmd_purge,
     "serve": cmd_serve,
     "advertise": cmd_advertise,
     "accounting": cmd_accounting,
+    "metrics": cmd_metrics,
+    "drain": cmd_drain,
     background.WORKER_COMMAND: cmd_worker,
     background.MONITOR_COMMAND: cmd_monitor,
 }

@@ -22,6 +22,7 @@ Example (every key optional)::
     default_events_per_job = 250      # when the user gives no CPU-per-event hint
     max_failed_fraction = 0.0         # failed local jobs tolerated, as a fraction
     max_input_bytes = 268435456       # a grid job's inputfiles together (256 MiB)
+    drain_file = "/etc/jim/drain"     # root's flag file: while it is there, new grid jobs are refused
 
     [batch]
     adapter = "fork"                  # fork | slurm | sge | pbs | condor
@@ -47,6 +48,18 @@ Example (every key optional)::
     blah_log_dir = ""                 # "" = none written
     ce_id = ""                        # the CE as APEL names it; {queue}: the local job's queue
 
+    [retention]                       # finished grid jobs (docs/housekeeping.md); "forever": kept
+    work_area = "7d"                  # jobs/<id>/ but the output tar; units s m h d w
+    output_tar = "30d"                # jobs/<id>/<id>.tar.gz
+    record = "90d"                    # the record: the grid job is forgotten, whatever is left with it
+
+    [caps]                            # local jobs in the batch system at once (docs/caps.md); 0 = no cap
+    max_local_jobs_per_user = 0       # of one user (one jim home)
+    max_local_jobs_site = 0           # of every user together, counted through shared_dir
+    shared_dir = "/var/lib/jim/caps"  # root makes it, mode 1777; each user's jim keeps its count there
+    [caps.queues]                     # optional: of one user in one queue
+    long = 20
+
     [handlers.montecarlo]             # per-handler options
     balanced = true
 
@@ -63,9 +76,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jim import settings
+from jim import durations, settings
 from jim.adapters import options_for
-from jim.adapters.options import AdapterOptions
+from jim.adapters.options import AdapterOptions, queue_name_problem
+from jim.drain import DEFAULT_FILE as DEFAULT_DRAIN_FILE
 from jim.errors import ConfigError
 from jim.log import setup
 from jim.ownership import home_problem
@@ -92,6 +106,8 @@ class SiteLimits:
     core_efficiency: float = 1.0
     """The share of its cores a multi-core payload keeps busy: a local job of c > 1 cores runs
     ``CPU / (c x core_efficiency)`` wall seconds (docs/resources.md)."""
+    drain_file: str = DEFAULT_DRAIN_FILE
+    """Root's flag file: while it is there, new grid jobs are refused (``jim drain``, jim/drain.py)."""
 
     def __post_init__(self) -> None:
         if self.max_local_jobs < 1:
@@ -102,6 +118,8 @@ class SiteLimits:
             raise ConfigError("[site].max_failed_fraction must be between 0 and 1")
         if not 0.0 < self.core_efficiency <= 1.0:
             raise ConfigError("[site].core_efficiency must be in (0, 1]")
+        if not os.path.isabs(self.drain_file):
+            raise ConfigError("[site].drain_file must be an absolute path")
 
 
 @dataclass(frozen=True)
@@ -209,6 +227,76 @@ class CredentialsConfig:
 
 
 @dataclass(frozen=True)
+class RetentionConfig:
+    """``[retention]``: how long a finished grid job keeps its parts (see jim.purge, docs/housekeeping.md).
+
+    Each is a length (:mod:`jim.durations`: ``7d``, ``12h``) counted from the grid job's end, or
+    ``forever`` (not removed on its own).  The record is the grid job itself: when it goes, the work
+    area and the tar go with it, so a part set to outlive the record is refused."""
+
+    work_area: str = "7d"
+    """``jobs/<id>/`` but the output tar: sandbox, local jobs' files, jim's log of the grid job."""
+    output_tar: str = "30d"
+    """``jobs/<id>/<id>.tar.gz`` (a tar the description put elsewhere is the user's: never removed)."""
+    record: str = "90d"
+    """``db/<id>.xml``, its poll summary and index line: the grid job is forgotten."""
+
+    def __post_init__(self) -> None:
+        record = self.seconds("record")
+        for name in ("work_area", "output_tar"):
+            part = self.seconds(name)
+            if record is not None and part is not None and part > record:
+                raise ConfigError(
+                    f"[retention].record ({self.record}) is shorter than {name} ({getattr(self, name)}): "
+                    f"a forgotten grid job takes its {name.replace('_', ' ')} with it"
+                )
+
+    def seconds(self, name: str) -> float | None:
+        """The setting ``name`` in seconds; None: kept for ever."""
+        return durations.parse(getattr(self, name), f"[retention].{name}", forever_ok=True)
+
+
+#: The largest cap jim accepts (more is no cap at all: say 0).
+MAX_CAP = 10_000_000
+
+
+@dataclass(frozen=True)
+class CapsConfig:
+    """``[caps]``: how many local jobs may be in the batch system at once (see jim.caps, docs/caps.md).
+    0 is no cap; a local job over a cap waits in jim (PLANNED, with the reason) and never fails for it."""
+
+    max_local_jobs_per_user: int = 0
+    """Local jobs of one user (one jim home) in the batch system at once."""
+    max_local_jobs_site: int = 0
+    """Local jobs of every user together in the batch system at once (counted through ``shared_dir``)."""
+    shared_dir: str = "/var/lib/jim/caps"
+    """Where each user's jim keeps its count for the site-wide cap: a directory root makes, mode 1777."""
+    queues: dict[str, Any] = field(default_factory=dict)
+    """Queue name -> local jobs of one user in that queue at once (``[caps.queues]``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_local_jobs_per_user", "max_local_jobs_site"):
+            if getattr(self, name) > MAX_CAP:
+                raise ConfigError(f"[caps].{name} must be at most {MAX_CAP} (0: no cap)")
+        if self.max_local_jobs_site and not os.path.isabs(self.shared_dir):
+            raise ConfigError(f"[caps].shared_dir must be an absolute path, got {self.shared_dir[:100]!r}")
+        for queue, cap in self.queues.items():
+            why = queue_name_problem(queue)
+            if why is not None:
+                raise ConfigError(f"[caps.queues]: {why}")
+            if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_CAP:
+                raise ConfigError(
+                    f"[caps.queues].{queue}: expected a whole number from 1 to {MAX_CAP} (leave the queue out "
+                    f"for no cap), got {cap!r}"
+                )
+
+    @property
+    def on(self) -> bool:
+        """Whether any cap is set."""
+        return bool(self.max_local_jobs_per_user or self.max_local_jobs_site or self.queues)
+
+
+@dataclass(frozen=True)
 class JimTable:
     """``[jim]``: where this user's jim keeps its data ($JIM_HOME wins)."""
 
@@ -228,6 +316,11 @@ class Config:
     advertise: AdvertiseConfig = AdvertiseConfig()
     accounting: AccountingConfig = AccountingConfig()
     credentials: CredentialsConfig = CredentialsConfig()
+    retention: RetentionConfig = RetentionConfig()
+    caps: CapsConfig = CapsConfig()
+    home_pattern: str = ""
+    """``[jim] home`` as written (``$USER``, ``~`` unexpanded): every account's home, for root's
+    commands over all of them (``jim purge --all-users``); "" = ``~/.jim``."""
     source: str = "built-in defaults"
 
     def handler_options(self, name: str) -> dict[str, Any]:
@@ -261,6 +354,8 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
         "advertise",
         "accounting",
         "credentials",
+        "retention",
+        "caps",
     }
     unknown = set(data) - allowed
     if unknown:
@@ -292,6 +387,9 @@ def parse(data: dict[str, Any], *, source: str = "<dict>", env: Mapping[str, str
         advertise=settings.load(AdvertiseConfig, data.get("advertise", {}), "[advertise]"),
         accounting=settings.load(AccountingConfig, data.get("accounting", {}), "[accounting]"),
         credentials=settings.load(CredentialsConfig, data.get("credentials", {}), "[credentials]"),
+        retention=settings.load(RetentionConfig, data.get("retention", {}), "[retention]"),
+        caps=settings.load(CapsConfig, data.get("caps", {}), "[caps]"),
+        home_pattern=str(home_value),
         source=source,
     )
 

@@ -7,6 +7,12 @@ Layout (see :mod:`jim.paths`)::
     db/index.xml    one <job> line per grid job, for listing without parsing every record
     db/jim.xsl      the stylesheet that makes a browser render <id>.xml as a page
 
+Schema versions (:mod:`jim.record.migrate`, docs/upgrades.md): a record or an
+index of a newer version than this jim's is refused (:class:`jim.errors.RecordTooNew`; the
+index, only a cache, is rebuilt from the records instead), never written; an
+older one is brought up to date in memory when it is read, and written at this
+jim's version with its next change.
+
 Every write is an atomic replace (:func:`jim.safeio.atomic_write`: temporary
 file in the same directory, ``fsync``, ``os.replace``), and every
 read-modify-write holds the grid job's lock (:func:`jim.locks.locked`) with a
@@ -17,6 +23,7 @@ never a half-written one.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Iterator
 from importlib import resources
@@ -29,7 +36,8 @@ from jim.errors import DatabaseError, JobNotFound
 from jim.locks import locked
 from jim.paths import Home
 from jim.record import PARSER, SCHEMA_VERSION, STYLESHEET, GridJob, child, failure_reason, required, stylesheet_pi
-from jim.safeio import atomic_write, disk_key
+from jim.record.migrate import file_version, upgrade
+from jim.safeio import atomic_write, disk_key, open_regular
 from jim.states import GramState
 from jim.timestamps import now_iso
 
@@ -68,7 +76,8 @@ class Database:
             raise DatabaseError(f"record of {job_id} is damaged: {e}") from e
         job = GridJob(root)
         job.disk_key = key
-        job.source = data
+        if upgrade(root, f"record {job_id}") == summary.RECORD_SCHEMA:
+            job.source = data  # (else: migrated in memory, no longer what the file holds)
         return job
 
     def _write(self, job: GridJob) -> None:
@@ -89,6 +98,8 @@ class Database:
             cancel=job.cancel_requested,
             retry_at=job.retry_at(unsubmitted) if unsubmitted else None,
         )
+        in_batch = 0 if terminal else sum(counts.get(s, 0) for s in summary.IN_BATCH_STATES)
+        data += summary.in_batch_lines(in_batch, job.plan.get("queue") or "")  # (what jim.caps counts)
         atomic_write(self.home.summary(job.id), data)
 
     # -- operations ----------------------------------------------------------
@@ -113,7 +124,9 @@ class Database:
         thousands of local jobs).  ``known``: a record this process read or
         wrote itself; used instead of parsing the file again when the file is
         still the one it was read from or written to (same inode, size and
-        modification time).
+        modification time).  A record of an older schema version, brought up
+        to date when read, is written at this jim's version with its first
+        change (and only then).
         """
         with locked(self.home.db_lock(job_id), self.lock_timeout):
             fresh = (
@@ -153,22 +166,45 @@ class Database:
                 root.remove(el)
             self._write_index(root)
 
+    def forget(self, job_ids: list[str]) -> None:
+        """Forget grid jobs whose work areas are gone already (:mod:`jim.purge`): their index lines in one
+        rewrite of the index, then each record and poll summary, under its lock.  Stopped between the two,
+        a record is left without its index line: the next purge finds it among the records, and forgets it."""
+        gone = {self.home.check_id(job_id) for job_id in job_ids}
+        if not gone:
+            return
+        with locked(self.home.index_lock, self.lock_timeout):
+            root = self._read_index()
+            for el in [el for el in root.iterfind("job") if el.get("id") in gone]:
+                root.remove(el)
+            self._write_index(root)
+        for job_id in job_ids:
+            with locked(self.home.db_lock(job_id), self.lock_timeout):
+                for p in (self.home.record(job_id), self.home.summary(job_id)):
+                    with contextlib.suppress(FileNotFoundError):
+                        p.unlink()
+
     # -- index -------------------------------------------------------------
     def _read_index(self) -> etree._Element:
+        """The index; rebuilt from the records when it is missing, damaged or of a newer version."""
         try:
-            return etree.parse(str(self.home.index), PARSER).getroot()
-        except (OSError, etree.XMLSyntaxError):
+            root = etree.parse(str(self.home.index), PARSER).getroot()
+            upgrade(root, "the index")
+        except (OSError, etree.XMLSyntaxError, DatabaseError):
             return self.rebuild_index_root()
+        return root
 
     def rebuild_index_root(self) -> etree._Element:
-        """The index rebuilt from the records themselves (it is only a cache)."""
+        """The index rebuilt from the records themselves (it is only a cache); a record this jim cannot
+        read (damaged, of a newer version) has no line in it."""
         root = etree.Element("index", schemaVersion=SCHEMA_VERSION)
         for path in sorted(self.home.db.glob("*.xml")):
             if path.name == "index.xml":
                 continue
             try:
                 job = GridJob(etree.parse(str(path), PARSER).getroot())
-            except (OSError, etree.XMLSyntaxError):
+                upgrade(job.root, f"record {path.stem}")
+            except (OSError, etree.XMLSyntaxError, DatabaseError):
                 continue
             root.append(self._index_entry(job))
         return root
@@ -217,12 +253,38 @@ class Database:
                 out.append(path.stem)
         return sorted(out)
 
+    def schema_versions(self) -> dict[str, int | None]:
+        """The schema version of every record (id -> version; None: not a record jim can read), from
+        the first bytes of each file (``jim doctor``)."""
+        return {
+            path.stem: _file_version(path) for path in sorted(self.home.db.glob("*.xml")) if path.name != "index.xml"
+        }
+
+    def index_version(self) -> int | None:
+        """The schema version of the index file (None: there is none, or it says none jim can read)."""
+        return _file_version(self.home.index)
+
     def list(self) -> list[dict[str, str]]:
         """Every grid job of the index, newest first."""
         root = self._read_index()
         jobs = [{str(k): str(v) for k, v in el.attrib.items()} for el in root.findall("job")]
         jobs.sort(key=lambda j: j.get("created", ""), reverse=True)
         return jobs
+
+
+def _file_version(path: Path) -> int | None:
+    """The schema version in the start tag of ``path``'s root, read 64 KiB at a time up to it and no
+    further, never through a link; None when it cannot be read or says none."""
+    try:
+        fd, _st = open_regular(path, follow=False)
+    except OSError:
+        return None
+    try:
+        return file_version(iter(lambda: os.read(fd, 1 << 16), b""))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def validate(path: Path) -> list[str]:

@@ -17,6 +17,7 @@ Only the command line turns an exception into protocol lines (``ERROR=<n>`` and
     ├── JobNotFound               no grid job with that id               (156 JOB_CONTACT_NOT_FOUND)
     ├── LockTimeout               a lock was not obtained in time        (158 LOCKING_STATE_LOCK_FILE, transient)
     ├── DatabaseError             a record cannot be read or written     (123 WRITING_STATE_FILE)
+    │   └── RecordTooNew          written by a newer jim's schema        (123, never FAILED for it)
     └── BatchError                a batch-system command failed          (17 JOB_EXECUTION_FAILED)
         ├── SubmitError           submission failed                      (17)
         ├── QueryError            a status query failed (never a state)  (17, transient)
@@ -154,6 +155,11 @@ class LockTimeout(JimError):
 
 class DatabaseError(JimError):
     gram_error = GramError.WRITING_STATE_FILE
+
+
+class RecordTooNew(DatabaseError):
+    """A record (or the index) of a schema version newer than this jim reads: left alone, untouched,
+    never the grid job's failure (see docs/upgrades.md)."""
 
 
 class BatchError(JimError):

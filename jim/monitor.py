@@ -24,12 +24,16 @@ with nothing active.  Every ``interval`` seconds it makes one pass
    output tar once every local job has ended, and the worker started for a
    grid job that needs one (:func:`jim.summary.worker_needed`).
 
+Between passes, at most once an hour per home, it applies ``[retention]`` (:class:`jim.purge.Housekeeping`).
+
 Whatever goes wrong while one grid job is handled (a record jim cannot read,
 an output tar that cannot be written) stays with that grid job: it is logged
 once with its cause, tried again on the next pass, and after :data:`MAX_TRIES`
 passes in a row the grid job ends FAILED with the cause as its reason (its
 local jobs still in the batch system cancelled); every other grid job goes on,
-and the monitor still exits when nothing is left to follow.
+and the monitor still exits when nothing is left to follow.  A record a newer
+jim wrote (:class:`~jim.errors.RecordTooNew`) is no failure of its grid job:
+it is logged once and left alone, neither written nor ended, by this monitor.
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ import os
 import time
 from pathlib import Path
 
-from jim import background, evidence, localfiles, retry, seg, summary
+from jim import background, caps, evidence, localfiles, retry, seg, summary
 from jim import credentials as creds
 from jim.adapters.base import Adapter
 from jim.adapters.model import BatchStatus, QueryResult
-from jim.errors import JimError, JobNotFound
+from jim.errors import JimError, JobNotFound, RecordTooNew
 from jim.evidence import Facts, Rules
 from jim.jobid import local_dir_name
 from jim.locks import SingleInstance
@@ -64,7 +68,9 @@ from jim.memo import (
     which,
 )
 from jim.memo import home_key as memo_home_key
+from jim.monitorpass import PassStamp
 from jim.outputs import finalize
+from jim.purge import Housekeeping
 from jim.record import GridJob, LocalJob
 from jim.safeio import disk_key
 from jim.site import Site
@@ -90,6 +96,9 @@ def run(site: Site, *, once: bool = False) -> int:
     log.info("monitor started (pid %d, adapter %s, interval %g s)", os.getpid(), site.adapter.name, mon.interval)
     idle_since: float | None = None
     failing = _PassFailures()
+    count = caps.Publisher(site.config.caps, home)  # (the site-wide cap: this home's count, when it changed)
+    stamp = PassStamp(home.root)  # (jim metrics: the last pass, written at most every 10 s)
+    housekeeping = Housekeeping(site.db, site.config.retention)  # ([retention]: at most hourly, between passes)
     try:
         while True:
             started = time.monotonic()
@@ -99,6 +108,8 @@ def run(site: Site, *, once: bool = False) -> int:
             except Exception as e:  # a whole pass that fails is no news; the next pass tries again
                 failing.failed(e)
                 active = 1
+            count.after_pass()
+            stamp.passed(time.monotonic() - started, ok=not failing.count)
             if once:
                 return 0
             if active:
@@ -108,6 +119,7 @@ def run(site: Site, *, once: bool = False) -> int:
                 if time.monotonic() - idle_since >= mon.idle_exit:
                     log.info("monitor exiting: nothing active for %g s", mon.idle_exit)
                     return 0
+            housekeeping.maybe()
             time.sleep(max(0.05, mon.interval - (time.monotonic() - started)))
     finally:
         lock.release()
@@ -466,6 +478,11 @@ class Pass:
         memo = self.memo
         jlog = for_job("jim.monitor", job_id)
         memo.seen.pop(job_id, None)
+        if isinstance(error, RecordTooNew):  # (not the grid job's fault, and not this jim's record to write)
+            jlog.error("grid job %s is left alone: %s", job_id, error.message)
+            memo.failures.pop(job_id, None)
+            memo.given_up.add(job_id)
+            return 0
         tries = memo.failures[job_id] = memo.failures.get(job_id, 0) + 1
         cause = _cause(error)
         if tries == 1:

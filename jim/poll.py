@@ -10,8 +10,11 @@ its XML record.  A grid job that has not ended gets its background processes
 started if they are not running (:func:`jim.background.ensure_running`).
 Errors are answered as :mod:`jim.protocol` answers them (exit status 1): no
 id is ERROR=46, an id jim does not know ERROR=156, a home that is not the
-caller's own ERROR=47.  In the JSON answer an id jim does not know has
-``{"ERROR": 156, "MESSAGE": ..}`` in its place, ``--active`` adds every grid
+caller's own ERROR=47, a grid job whose record a newer jim wrote ERROR=123
+(its summary's ``#SCHEMA``: :func:`jim.summary.newer_schema`; nothing is
+started for it).  In the JSON answer an id jim does not know has
+``{"ERROR": 156, "MESSAGE": ..}`` (one a newer jim wrote ``{"ERROR": 123,
+"MESSAGE": ..}``) in its place, ``--active`` adds every grid
 job that has not ended, and a problem with the request or the home is the
 whole answer: ``{"ERROR": n, "MESSAGE": ..}``.
 
@@ -108,6 +111,11 @@ def answer(home: str, job_id: str, out: Answer) -> None:
     found = summary.read(summary.path(home, job_id))
     if found is None:
         _not_found(f"no grid job {job_id}")
+    newer = summary.newer_schema(found)
+    if newer is not None:
+        from jim.errors import RecordTooNew  # (lazy: a poll that answers never needs the error classes)
+
+        raise RecordTooNew(summary.too_new(f"record {job_id}", newer))
     for key in summary.PROTOCOL_KEYS:
         if key in found:
             out.emit(key, found[key])
@@ -171,8 +179,11 @@ def answer_json(home: str, ids: list[str], *, active: bool) -> dict[str, object]
             out[job_id] = {"ERROR": 156, "MESSAGE": f"no grid job {job_id[:80]!r} (not a jim job id)"}
             continue
         found = summary.read(summary.path(home, job_id))
+        newer = summary.newer_schema(found) if found is not None else None
         if found is None:
             out[job_id] = {"ERROR": 156, "MESSAGE": f"no grid job {job_id}"}
+        elif newer is not None:
+            out[job_id] = {"ERROR": 123, "MESSAGE": summary.too_new(f"record {job_id}", newer)}
         elif not summary.terminal(found):
             out[job_id] = _row(found)
             background.ensure_running(home, job_id, worker_needed=summary.unsubmitted(found, now))

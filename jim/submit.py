@@ -30,7 +30,7 @@ import getpass
 import os
 import shutil
 
-from jim import background, faults, journal
+from jim import background, drain, faults, journal
 from jim import credentials as creds
 from jim import identity as ident
 from jim import log as jlog
@@ -73,7 +73,10 @@ def submit(
     ``X509_USER_PROXY`` of ``env`` names (GRAM's), if any.  Each is checked (:func:`jim.credentials.inspect`:
     a credential that cannot be used refuses the grid job, nothing recorded) and copied into the grid job's
     area for its local jobs.
+
+    While the site drains (:mod:`jim.drain`), every new grid job is refused first, with the reason.
     """
+    drain.check(site.config.site.drain_file)  # (a draining site refuses before any work: nothing recorded)
     env = dict(os.environ if env is None else env)
     identity, credentials = (handover.identity, handover.credentials) if handover is not None else (None, None)
     if identity is None:

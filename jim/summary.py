@@ -16,6 +16,13 @@ whose key starts with ``#`` are jim's own and never printed::
     #UNSUBMITTED=0              local jobs not yet submitted (a worker is needed)
     #RETRY_AT=1764000000        every one of them waits for a retry's cool-off until then
     #CANCEL=1                   a cancel was requested
+    #SCHEMA=2                   the schema version of the record beside it (none: 1)
+    #INBATCH=5                  its local jobs in the batch system now (jim.caps counts them)
+    #QUEUE=long                 the queue they went to (the plan's; none: the batch system's default)
+
+``jim poll`` refuses a grid job whose record is of a schema version newer than
+this jim reads (:data:`RECORD_SCHEMA`, :func:`newer_schema`) as reading the
+record itself would (see docs/upgrades.md).
 
 Only ``os`` is used here: ``jim poll`` reads it on its hot path.
 """
@@ -27,6 +34,11 @@ import os
 #: The keys ``jim poll`` prints, in order.
 PROTOCOL_KEYS = ("JOB_STATE", "EXIT_CODE", "MESSAGE")
 TERMINAL_STATES = ("DONE", "FAILED")
+
+#: The schema version of the records (and the index) this jim writes, and the newest it reads
+#: (``jim.record.SCHEMA_VERSION`` is its text).  Defined here, not in :mod:`jim.record`, because
+#: ``jim poll`` compares it with a summary's ``#SCHEMA`` and must not import lxml.
+RECORD_SCHEMA = 2
 
 
 def render(
@@ -49,7 +61,27 @@ def render(
     if retry_at is not None and unsubmitted:
         lines.append(f"#RETRY_AT={int(retry_at)}")
     lines.append(f"#CANCEL={'1' if cancel else '0'}")
+    lines.append(f"#SCHEMA={RECORD_SCHEMA}")  # (jim.db writes a record only at this version)
     return ("\n".join(lines) + "\n").encode()
+
+
+#: The local states of a local job that is (or may be) in the batch system: what a cap counts.
+IN_BATCH_STATES = ("SUBMITTING", "QUEUED", "RUNNING", "HELD", "SUSPENDED")
+
+
+def in_batch_lines(count: int, queue: str) -> bytes:
+    """The lines that follow :func:`render`'s: how many local jobs of the grid job are in the batch
+    system now, and in which queue (nothing when none is)."""
+    if count <= 0:
+        return b""
+    name = "".join(queue.split())[:128]
+    return (f"#INBATCH={count}\n" + (f"#QUEUE={name}\n" if name else "")).encode()
+
+
+def in_batch(summary: dict[str, str]) -> tuple[int, str]:
+    """(local jobs in the batch system, their queue) of this summary (0 when it does not say)."""
+    text = summary.get("INBATCH", "0")
+    return (int(text) if text.isdigit() and len(text) <= 9 else 0), summary.get("QUEUE", "")
 
 
 def path(home: str | os.PathLike[str], job_id: str) -> str:
@@ -95,3 +127,16 @@ def cancel_requested(summary: dict[str, str]) -> bool:
 
 def terminal(summary: dict[str, str]) -> bool:
     return summary.get("JOB_STATE") in TERMINAL_STATES
+
+
+def newer_schema(summary: dict[str, str]) -> int | None:
+    """The schema version of this summary's record when it is newer than this jim reads, else None
+    (no ``#SCHEMA``: a record of version 1; a value that is not a number says nothing)."""
+    text = summary.get("SCHEMA", "1")
+    version = int(text) if text.isdigit() and len(text) <= 9 else 1
+    return version if version > RECORD_SCHEMA else None
+
+
+def too_new(what: str, version: int) -> str:
+    """The one-line refusal of ``what`` (``record <id>``, ``the index``) of a newer schema ``version``."""
+    return f"{what} was written by a newer jim (schema {version}, this jim reads up to {RECORD_SCHEMA}): upgrade jim"

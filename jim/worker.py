@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jim import background, faults, journal, keep, retry
+from jim import background, caps, faults, journal, keep, retry
 from jim import credentials as creds
 from jim import plan as planning
 from jim.adapters.model import Limits, LocalJobSpec, SubmitChunk
@@ -188,6 +188,7 @@ class _Submission:
         self.db, self.home, self.adapter = site.db, site.home, site.adapter
         self.job_dir = site.home.job_dir(job_id)
         self.log = for_job("jim.worker", job_id)
+        self.caps = caps.Gate(site.config.caps, site.home)
         desc = JobDescription(job.description())
         shape = _recorded_shape(job.plan)
         try:
@@ -215,14 +216,55 @@ class _Submission:
                     self.log.info("%d local jobs wait %.0f s for their retry: worker exits", len(waiting), wait)
                     return
                 self._pause(wait)
-            elif not (go := self._credential_gate(due, now)):
+            elif not (allowed := self._caps_gate(due, now)):
+                self._await_slot()
+            elif not (go := self._credential_gate(allowed, now)):
                 self._await_credential()
             else:
                 attempt = go[0].attempt  # one chunk, one attempt: its tags and directories
                 chunk = [lj for lj in go if lj.attempt == attempt][: self.adapter.max_chunk]
-                if not self._submit(chunk, intents):
+                submitted = self._submit(chunk, intents)
+                self.caps.release(self.job_id)  # (what went is in the record now: no longer a claim)
+                if not submitted:
                     break
         self.log.info("cancel requested: worker stops submitting")
+
+    def _caps_gate(self, due: list[LocalJob], now: float) -> list[LocalJob]:
+        """The due local jobs the caps let go now (:class:`jim.caps.Gate`, ``[caps]``); the other PLANNED
+        ones wait in jim with the cap's reason recorded (a reason another gate recorded is left as it is),
+        for as long as it takes: a cap never fails a local job."""
+        planned = [lj for lj in due if lj.state is LocalState.PLANNED]
+        if not self.caps.on or not planned:
+            return due
+        wanted = min(len(planned), self.adapter.max_chunk)
+        turn = self.caps.take(self.job_id, wanted, self.job.plan.get("queue") or "", now)
+        go = {lj.index for lj in due if lj.state is not LocalState.PLANNED} | {lj.index for lj in planned[: turn.n]}
+        held = {lj.index for lj in planned[turn.n :]} if turn.n < wanted and turn.reason else set()
+
+        reason = {lj.index: lj.get("waiting") or "" for lj in planned}  # (the attribute: no date parsed)
+        clear = [i for i in go if reason.get(i, "").startswith(caps.REASON)]
+        hold = [i for i in held if reason[i] != turn.reason and (not reason[i] or reason[i].startswith(caps.REASON))]
+        if not clear and not hold:
+            return [lj for lj in due if lj.index in go]
+        newly = sum(1 for i in hold if not reason[i])
+        with self.db.update(self.job_id) as rec:
+            for index, why in [*((i, None) for i in clear), *((i, turn.reason) for i in hold)]:
+                local = rec.local(index)
+                if local.state is LocalState.PLANNED:  # (cancelled meanwhile)
+                    local.set_waiting(why, now)
+        self.job = rec
+        if newly:  # (once, when they start to wait)
+            self.log.info("%d local jobs wait: %s", newly, turn.reason)
+        return [lj for lj in self.job.local_jobs() if lj.index in go]
+
+    def _await_slot(self) -> None:
+        """Every slot the caps allow is taken: wait until a local job of this home may have ended or
+        another home's count changed (:meth:`jim.caps.Gate.wait`, a few seconds at most), then read the
+        record again if it changed (a cancel is seen then; it also stops this worker at once)."""
+        background.start_monitor(self.home.root)
+        self.caps.wait()
+        if self.job.disk_key is None or disk_key(self.home.record(self.job_id), missing=True) != self.job.disk_key:
+            self.job = self.db.read(self.job_id)
 
     def _credential_gate(self, due: list[LocalJob], now: float) -> list[LocalJob]:
         """The due local jobs whose credential lasts past their expected end (:func:`jim.credentials.shortfall`);

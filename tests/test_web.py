@@ -684,7 +684,7 @@ def test_jim_serve_port_in_use(jim_env):
 
 ALL_ROUTES = ("/", "/api/jobs", "/jobs/{id}", "/api/jobs/{id}", "/db/{id}.xml", "/db/index.xml", "/db/jim.xsl")
 ALL_ROUTES += ("/static/jim.css", "/nope", "/jobs/{id}?state=FAILED", "/jobs/{id}/0", "/jobs/{id}?retried=1")
-ALL_ROUTES += ("/db/{id}.html", "/db/index.html")
+ALL_ROUTES += ("/db/{id}.html", "/db/index.html", "/metrics")
 
 
 def test_the_403_tests_reach_every_route():

@@ -26,6 +26,9 @@ steps run jim in this process, as that account:
   never anything of the job's description or environment;
 * **cancel** is ``jim cancel`` of the grami's ``joboption_jobid``.
 
+While the site drains (:mod:`jim.drain`) submit refuses every job first, with the reason, before
+the grami is read or any runtime environment runs.
+
 A refused description or a failed cancel raises jim's error
 (:class:`jim.errors.JimError`, a one-line ``message``), which the dispatcher
 (:mod:`jim.arc`) turns into A-REX's failure reason.
@@ -36,6 +39,7 @@ from __future__ import annotations
 import os
 import pwd
 
+from jim import drain
 from jim.arc import controldir as cd
 from jim.arc import rte
 from jim.arc.grami import MAX_GRAMI_BYTES, GramiError, parse, to_description, with_upload_urls
@@ -57,6 +61,7 @@ def submit(opts: Options, grami_path: str) -> str:
     """Submit the grami's job to jim; append ``joboption_jobid``; return the jim id."""
     credentials = _become_user(opts)
     config = load_for_step()
+    drain.check(config.site.drain_file)  # (a draining site refuses before the grami is read or any RTE runs)
     text = _read_grami(grami_path)
     known, queues = _known_attributes(), _queue_names(config)
     desc, options = to_description(text, known=known, queues=queues)  # (refused before any RTE runs)

@@ -7,7 +7,8 @@ them: local states never go back and every terminal one records its evidence
 (:meth:`LocalJob.new_attempt`), the grid state is aggregated from the local
 ones under the site's failure policy (:meth:`GridJob.recompute`).
 :func:`new_record` builds a fresh one.  Storing records (files, locks, the
-index) is :mod:`jim.db`'s.
+index) is :mod:`jim.db`'s; :mod:`jim.record.migrate` says which schema versions
+are read and brings an older record up to date.
 
 A local job's own attributes are its current (last) attempt's: its state,
 tag, batch id, times, exit code and evidence.  Each earlier attempt is one
@@ -17,7 +18,7 @@ was made (``retryReason``) and who asked (``retryBy``, for a resubmission).
 A grid job record::
 
     <?xml-stylesheet type="text/xsl" href="jim.xsl"?>
-    <gridjob schemaVersion="1" id="..." jobtype="montecarlo" state="ACTIVE" ...>
+    <gridjob schemaVersion="2" id="..." jobtype="montecarlo" state="ACTIVE" ...>
       <description format="rsl"><source>...</source><attribute name="...">...</attribute></description>
       <plan localJobs="12" binding="site-recommended-cpu" ...><explanation>...</explanation></plan>
       <history><grid state="PENDING" at="..."/>...</history>

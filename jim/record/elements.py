@@ -9,8 +9,11 @@ from typing import Any
 from lxml import etree
 
 from jim.errors import DatabaseError
+from jim.summary import RECORD_SCHEMA
 
-SCHEMA_VERSION = "1"
+#: The schema version this jim writes, as the ``schemaVersion`` attribute of a record and of the index;
+#: the newest it reads.  Older ones are brought up to it by :mod:`jim.record.migrate` (docs/upgrades.md).
+SCHEMA_VERSION = str(RECORD_SCHEMA)
 STYLESHEET = "jim.xsl"
 #: The processing instruction that makes a browser render a record (or the index) through jim.xsl.
 STYLESHEET_PI = f'type="text/xsl" href="{STYLESHEET}"'

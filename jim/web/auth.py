@@ -17,6 +17,10 @@ asked for, a request that is not let in gets 403 with no job data
   :func:`read_secret`) and exactly one valid account name, not root's; the
   child process answering becomes that account (groups, gid, uid) before it
   opens anything, and reads that account's home only if it is private to it.
+* **A site instance's /metrics** (:func:`check_metrics_token`): every
+  account's counts (docs/metrics.md), for a scraper that sends
+  ``Authorization: Bearer`` with the token of ``--metrics-token-file``;
+  no account is become (the counts are read as each home's owner).
 * **The Host check** (:func:`host_is_loopback_name`): a server bound to a
   loopback address (:func:`is_loopback`) refuses requests whose Host header
   names another host (DNS rebinding).
@@ -142,6 +146,17 @@ def site_account(headers: Message, secret: str, user_header: str) -> tuple[str, 
     if pw.pw_uid == 0:
         raise HTTPError(HTTPStatus.FORBIDDEN, "a site view does not serve root's jobs")
     return name, pw
+
+
+def check_metrics_token(headers: Message, token: str | None) -> None:
+    """Returns if the request shows the scraper's bearer token of a site instance's ``/metrics``
+    (``Authorization: Bearer <token>``, exactly one); 404 when that instance has none, 403 otherwise."""
+    if token is None:
+        raise HTTPError(HTTPStatus.NOT_FOUND, "no /metrics here: jim serve --site answers it with --metrics-token-file")
+    given = headers.get_all("Authorization") or []
+    scheme, _, credential = str(given[0]).strip().partition(" ") if len(given) == 1 else ("", "", "")
+    if scheme.lower() != "bearer" or not same(credential.strip(), token):
+        raise HTTPError(HTTPStatus.FORBIDDEN, "/metrics needs the scraper's bearer token")
 
 
 def become(pw: pwd.struct_passwd, *, in_child: bool) -> None:

@@ -6,7 +6,8 @@
 1. checks the options (:func:`check`): ``--site`` is root's, needs
    ``--proxy-secret-file``, a ``--homes`` pattern that is an absolute path
    naming the user, a ``--user-header`` that is a header name, and is not
-   with ``--socket``; ``--proxy-secret-file`` is for ``--site`` only;
+   with ``--socket``; ``--proxy-secret-file`` and ``--metrics-token-file``
+   are for ``--site`` only;
 2. makes the server (:mod:`jim.web.server`): the token's, the Unix
    socket's, or the site's;
 3. says where it listens, on stdout (the URL to open) and in jim's log, and
@@ -56,6 +57,7 @@ class ServeOptions:
     secret_file: str | None = None  # --proxy-secret-file
     homes: str = DEFAULT_HOMES  # --homes
     user_header: str = USER_HEADER  # --user-header
+    metrics_token_file: str | None = None  # --metrics-token-file
 
 
 def serve(config: Config, options: ServeOptions) -> int:
@@ -95,6 +97,8 @@ def check(options: ServeOptions) -> None:
         raise JimError("jim serve --site listens on TCP for the site's web server: not with --socket")
     if options.secret_file and not options.site:
         raise JimError("--proxy-secret-file is for jim serve --site")
+    if options.metrics_token_file and not options.site:
+        raise JimError("--metrics-token-file is for jim serve --site (a user's own jim serve answers /metrics)")
     if not options.site:
         return
     if os.geteuid() != 0:
@@ -118,13 +122,16 @@ def _where(home: Home, options: ServeOptions) -> str:
 def _make_server(home: Home, options: ServeOptions, lock_timeout: float) -> WebServer:
     """The server the (checked) options ask for; OSError when it cannot listen."""
     if options.site:
-        return SiteJimServer(
+        token = read_secret(options.metrics_token_file) if options.metrics_token_file else None
+        site = SiteJimServer(
             (options.host, options.port),
             read_secret(options.secret_file or ""),
             homes=options.homes,
             user_header=options.user_header,
             lock_timeout=lock_timeout,
         )
+        site.metrics_token = token  # (/metrics: every account's counts, for whoever shows it)
+        return site
     if options.socket_path is not None:
         home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         return UnixJimServer(home, _where(home, options), lock_timeout=lock_timeout)

@@ -23,11 +23,12 @@ from http import HTTPStatus
 from lxml import etree
 
 from jim.errors import JimError, JobNotFound
+from jim.record import SCHEMA_VERSION
 from jim.web.answers import CSP_OTHER, CSP_XML, HTML, XML, Answer
 from jim.web.render import with_stylesheet
 from jim.web.view import Request
 
-EMPTY_INDEX = b"<?xml version='1.0' encoding='UTF-8'?>\n<index schemaVersion=\"1\"/>\n"
+EMPTY_INDEX = f"<?xml version='1.0' encoding='UTF-8'?>\n<index schemaVersion=\"{SCHEMA_VERSION}\"/>\n".encode()
 
 
 def _record_bytes(req: Request, job_id: str) -> bytes:

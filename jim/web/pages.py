@@ -11,6 +11,7 @@ Routes (:data:`ROUTES`; GET and HEAD: see :mod:`jim.web.handler`)::
                             and ?page=&per_page= to page; X-Total-Count gives the total)
     /api/jobs/<id>          JSON: what ``jim status --json`` prints (compact; ?pretty to indent)
     /db/..., /static/...    the records, the index, the stylesheets: :mod:`jim.web.files`
+    /metrics                jim's counts in the Prometheus text format (docs/metrics.md)
 
 A page is a function of a :class:`~jim.web.view.Request` (the home it may
 read, the server's assets, the query) and of the parts its path names; it
@@ -400,6 +401,15 @@ def api_job(req: Request, job_id: str) -> Answer:
     return _json(status_json(req.view.db.read(job_id)), req.query)
 
 
+def metrics(req: Request) -> Answer:
+    """``/metrics``: what ``jim metrics`` prints, of this view's home (a site instance's: of every
+    account's home, ``jim metrics --all-users``); see docs/metrics.md."""
+    from jim import metrics as prometheus  # (lazy: the Prometheus client library, for this page only)
+
+    text = prometheus.scrape(None, req.view.homes) if req.view.homes else prometheus.scrape(req.view.home)
+    return Answer(HTTPStatus.OK, {"Content-Type": prometheus.CONTENT_TYPE, "Content-Security-Policy": CSP_OTHER}, text)
+
+
 # ---------------------------------------------------------------------------
 # The routes
 # ---------------------------------------------------------------------------
@@ -419,6 +429,7 @@ ROUTES: tuple[tuple[re.Pattern[str], Page], ...] = (
     (re.compile(r"/db/jim\.xsl"), files.db_stylesheet),
     (re.compile(r"/db/index\.xml"), files.db_index),
     (re.compile(r"/static/jim\.css"), files.static_css),
+    (re.compile(r"/metrics"), metrics),
 )
 
 

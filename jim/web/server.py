@@ -44,6 +44,7 @@ from jim.web.auth import (
     DEFAULT_HOMES,
     USER_HEADER,
     become,
+    check_metrics_token,
     check_token,
     is_loopback,
     new_token,
@@ -268,6 +269,7 @@ class SiteJimServer(ForkingMixIn, WebServer):
     check_host = False  # behind a proxy: the secret header is what a browser cannot forge
     one_request_per_connection = True  # a proxy's kept-alive connection may carry several users' requests
     in_child = False
+    metrics_token: str | None = None  # /metrics: every account's counts, for a scraper showing this token
 
     def __init__(
         self,
@@ -287,6 +289,9 @@ class SiteJimServer(ForkingMixIn, WebServer):
         super().__init__(address, lock_timeout)
 
     def view_for(self, headers: Message, parts: urllib.parse.SplitResult) -> View:
+        if parts.path == "/metrics":  # (root's: every home, each read as its owner; see jim.census)
+            check_metrics_token(headers, self.metrics_token)
+            return View(Home("/"), self.lock_timeout, homes=self.homes)
         name, pw = site_account(headers, self.secret, self.user_header)
         become(pw, in_child=self.in_child)
         return View(Home(site_home(self.homes, name, pw)), self.lock_timeout, user=name)

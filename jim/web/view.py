@@ -69,13 +69,15 @@ class IndexCache:
 
 class View:
     """The jim home one request is answered from (whose owner the request was authenticated as;
-    ``user``: that account's name, shown in the page header, for a site instance)."""
+    ``user``: that account's name, shown in the page header, for a site instance).  ``homes``: a
+    site instance's ``/metrics`` only, every account's home of that pattern (no home of its own)."""
 
-    def __init__(self, home: Home, lock_timeout: float, user: str | None = None):
+    def __init__(self, home: Home, lock_timeout: float, user: str | None = None, homes: str | None = None):
         self.home = home
         self.db = Database(home, lock_timeout)
         self.index_cache = IndexCache(self.db)
         self.user = user
+        self.homes = homes
 
     def capacity(self) -> dict[str, object] | None:
         """What the batch system had when a jim command of this home last asked it (``jim advertise``,

@@ -215,7 +215,7 @@ def test_the_monitor_applies_the_retention_at_most_hourly(jim_env):
     stamp.unlink(missing_ok=True)  # (never applied in this home: the next monitor applies it at its start)
     running = jim_env.submit("&(executable=/bin/sleep)(arguments=300)")  # (a monitor runs for it)
     wait_for(lambda: sorted(os.listdir(home / "jobs" / old)) == [f"{old}.tar.gz"])
-    assert stamp.exists()
+    wait_for(stamp.exists)  # (written once the whole home was looked at, a moment after)
     assert f"{old}  DONE" in (home / "log" / "jim.log").read_text()
     assert (home / "jobs" / running / "sandbox.tar.gz").exists() and jim_env.poll(running)["JOB_STATE"] == "ACTIVE"
     jim_env.protocol("cancel", "--job-id", running)

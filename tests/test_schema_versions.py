@@ -47,7 +47,9 @@ def old_home(tmp_path):
     jim's for 2, version 1's for 1); a version-99 record must be as it was installed."""
     home = tmp_path / "jimhome"
     config = tmp_path / "jim.toml"
-    config.write_text(FAST_CONFIG)
+    # (the fixtures' records ended on 2026-11-29: kept whatever today's date, or the monitor's retention forgets them)
+    keep = '\n[retention]\nrecord = "forever"\nwork_area = "forever"\noutput_tar = "forever"\n'
+    config.write_text(FAST_CONFIG + keep)
     yield Jim(home, config)
     kill_all(home)
     errors = []

@@ -13,7 +13,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import tempfile
 import time
@@ -25,6 +24,7 @@ from jim import drain
 from jim.config import parse
 from jim.errors import ConfigError
 
+from support import users as unix
 from support.env import in_ci
 from support.jimcli import FAST_CONFIG, Jim
 
@@ -252,20 +252,14 @@ def test_a_flag_file_root_did_not_make_is_ignored_and_logged(site, kind):
 
 
 def _jim_for_another_account() -> list[str]:
-    """This checkout's ``jim`` for another account: the system's interpreter (this one may live where only
-    root can look) with this environment's packages on its path, when it is the same Python version."""
-    system = "/usr/bin/python3"
-    same = os.path.exists(system) and subprocess.run(
-        [system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, timeout=30
-    ).stdout.strip() == str(sys.version_info[:2])
-    if not same:
-        return [sys.executable, "-m", "jim"]
-    packages = sysconfig.get_paths()["purelib"]
-    boot = f"import site, sys; site.addsitedir({packages!r}); from jim.cli import main; sys.exit(main(sys.argv[1:]))"
-    return [system, "-c", boot]
+    """This checkout's ``jim`` for another account: the test accounts' venv (``/opt/jim-test-venv``, which the
+    users service installs from this checkout and every account may run; this checkout's own venv may live
+    where only root can look)."""
+    return [str(unix.VENV / "bin" / "python"), "-m", "jim"]
 
 
-def test_jim_drain_on_and_off_need_root(site):
+@pytest.mark.users
+def test_jim_drain_on_and_off_need_root(site, unix_users):
     jim, flag = site
     if os.geteuid() != 0:
         for action in ("on", "off"):

@@ -9,11 +9,24 @@ The helpers live in ``tests/support/``.
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from support import users as unix
 from support.env import require_service
 from support.jimcli import FAST_CONFIG, Jim, kill_all, validate_home
+
+
+def pytest_configure(config):
+    """The tests' processes start with the stop signals as a terminal gives them, whatever started pytest:
+    a run under ``nohup`` or ``cmd &`` in a script inherits SIGHUP, SIGINT or SIGQUIT ignored, and a shell
+    cannot trap a signal ignored when it started (the RTE tests forward them)."""
+    for signum in (signal.SIGHUP, signal.SIGQUIT):
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 """The monitor pass and ``jim poll`` with metrics and caps on, against off, side by side in one run.
 
     python bench/bench_site_overhead.py [--grid-jobs 1000] [--local-jobs 100] [--rounds 4] [--passes 5]
-                                        [--poll-runs 15] [--scrape-interval 10] [--json]
+                                        [--poll-runs 15] [--scrape-interval 10] [--no-scraper] [--json]
 
 **Off**: no ``[caps]``, nobody scrapes, the monitor makes its passes without the pass stamp of
 :mod:`jim.monitorpass` (what ``jim metrics`` reads of the monitor).  **On**: ``[caps]`` with a
@@ -10,7 +10,8 @@ per-user cap, a site-wide cap (its shared directory in this run's temporary dire
 all above what the grid jobs hold (so the gate counts, the monitor publishes the home's count, and
 nothing waits); the monitor writes its pass stamp as :func:`jim.monitor.run` does; and a scraper runs
 ``jim metrics`` (a real process, as a Prometheus server scraping ``/metrics`` makes ``jim serve`` count)
-every ``--scrape-interval`` seconds against the same home for the whole "on" block.
+every ``--scrape-interval`` seconds against the same home for the whole "on" block (``--no-scraper``:
+caps and the stamp only, to tell what the scraper's own CPU costs the others on a small machine).
 
 * **monitor pass**: G x K local jobs as ``bench_monitor_pass.py`` makes them (the in-memory batch system,
   user-wide, its answer through the shared status cache), the monitor's loop body timed in process
@@ -107,6 +108,7 @@ def main() -> None:
     ap.add_argument("--poll-runs", type=int, default=15)
     ap.add_argument("--poll-local-jobs", type=int, default=1000)
     ap.add_argument("--scrape-interval", type=float, default=10.0)
+    ap.add_argument("--no-scraper", action="store_true", help="on: caps and the pass stamp only, nobody scrapes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="jim-bench-overhead-"))
@@ -160,7 +162,7 @@ def main() -> None:
     for r in range(args.rounds):
         for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
             scrapers = []
-            if mode == "on":
+            if mode == "on" and not args.no_scraper:
                 scrapers = [
                     Scraper(home, files[mode], args.scrape_interval),
                     Scraper(poll_home, files[mode], args.scrape_interval),
@@ -202,7 +204,7 @@ def main() -> None:
         "grid jobs x local jobs": f"{args.grid_jobs} x {args.local_jobs}",
         "poll local jobs": args.poll_local_jobs,
         "rounds": args.rounds,
-        "scrape interval s": args.scrape_interval,
+        "scrape interval s": None if args.no_scraper else args.scrape_interval,
         "machine": platform.platform(),
         "cpus": os.cpu_count(),
         "monitor pass, nothing changed ms (off, on, ratio)": [

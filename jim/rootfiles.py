@@ -40,6 +40,14 @@ class InstallError(Exception):
     """Something the admin has to fix; the message says what."""
 
 
+def not_root(command: str, root: str | os.PathLike[str], root_option: str, dry_run: bool) -> str | None:
+    """Why ``jim <command>`` may not run as it is asked (it would change the system's files, and this is
+    not root), or None: a dry run, an install below another ``root`` and root itself may."""
+    if Path(root) != Path("/") or os.geteuid() == 0 or dry_run:
+        return None
+    return f"jim {command} changes system files: run it as root (or try --dry-run, or {root_option} DIR)"
+
+
 def system_dirs(path: Path) -> None:
     """Create ``path`` and its missing parents 0755 whatever the umask (jim runs under 0077): the mapped
     users' job managers must reach what is installed there."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from jim.rootfiles import InstallError, RootFiles, carries_marker
+from jim.rootfiles import InstallError, RootFiles, carries_marker, not_root
 
 #: Every file jim site-install writes holds this line; --uninstall removes only such files.
 MARKER = "jim: written by jim site-install"
@@ -285,11 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``jim site-install [options]``; the exit status."""
     args = build_parser().parse_args(argv)
-    if Path(args.root) == Path("/") and os.geteuid() != 0 and not args.dry_run:
-        print(
-            "error: jim site-install changes system files: run it as root (or try --dry-run, or --root DIR)",
-            file=sys.stderr,
-        )
+    why = not_root("site-install", args.root, "--root", args.dry_run)
+    if why:
+        print(f"error: {why}", file=sys.stderr)
         return 1
     try:
         return uninstall(args) if args.uninstall else install(args)

@@ -80,8 +80,12 @@ def in_batch_lines(count: int, queue: str) -> bytes:
 
 def in_batch(summary: dict[str, str]) -> tuple[int, str]:
     """(local jobs in the batch system, their queue) of this summary (0 when it does not say)."""
-    text = summary.get("INBATCH", "0")
-    return (int(text) if text.isdigit() and len(text) <= 9 else 0), summary.get("QUEUE", "")
+    return _number(summary.get("INBATCH", ""), 0), summary.get("QUEUE", "")
+
+
+def _number(text: str, default: int) -> int:
+    """A count of a summary: at most nine digits, else ``default``."""
+    return int(text) if text.isdigit() and len(text) <= 9 else default
 
 
 def path(home: str | os.PathLike[str], job_id: str) -> str:
@@ -132,8 +136,7 @@ def terminal(summary: dict[str, str]) -> bool:
 def newer_schema(summary: dict[str, str]) -> int | None:
     """The schema version of this summary's record when it is newer than this jim reads, else None
     (no ``#SCHEMA``: a record of version 1; a value that is not a number says nothing)."""
-    text = summary.get("SCHEMA", "1")
-    version = int(text) if text.isdigit() and len(text) <= 9 else 1
+    version = _number(summary.get("SCHEMA", ""), 1)
     return version if version > RECORD_SCHEMA else None
 
 

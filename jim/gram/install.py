@@ -57,7 +57,7 @@ from importlib import resources
 from pathlib import Path
 
 from jim.gram.rvf import render_rvf
-from jim.rootfiles import InstallError, RootFiles, system_dirs
+from jim.rootfiles import InstallError, RootFiles, not_root, system_dirs
 
 #: The gatekeeper services installed: name -> mode.
 SERVICES = {"jobmanager-jim": "poll", "jobmanager-jim-seg": "push (SEG)"}
@@ -468,11 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     if not re.fullmatch(r"[A-Z|]+", args.log_levels):
         print("error: --log-levels is a |-separated list such as FATAL|ERROR|WARN|INFO", file=sys.stderr)
         return 2
-    if Path(args.prefix_root) == Path("/") and os.geteuid() != 0 and not args.dry_run:
-        print(
-            "error: jim gram-install changes system files: run it as root (or try --dry-run, or --prefix-root DIR)",
-            file=sys.stderr,
-        )
+    why = not_root("gram-install", args.prefix_root, "--prefix-root", args.dry_run)
+    if why:
+        print(f"error: {why}", file=sys.stderr)
         return 1
     try:
         return uninstall(args) if args.uninstall else install(args)

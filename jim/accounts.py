@@ -25,7 +25,7 @@ import os
 import pwd
 from collections.abc import Callable, Iterator
 
-from jim.ownership import home_problem
+from jim.ownership import become, home_problem
 from jim.safeio import read_at_most
 
 #: A child's answer read, at most.
@@ -58,15 +58,6 @@ def homes(pattern: str) -> Iterator[tuple[pwd.struct_passwd, str, str | None]]:
             continue
         seen.add(root)
         yield pw, root, home_problem(root, pw.pw_uid)
-
-
-def become(pw: pwd.struct_passwd) -> None:
-    """Become the account ``pw`` for good (as root; nothing to do when this process is it already)."""
-    if os.geteuid() != pw.pw_uid:
-        os.setgroups(os.getgrouplist(pw.pw_name, pw.pw_gid))
-        os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
-        os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
-    os.environ.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
 
 
 def as_account(pw: pwd.struct_passwd, root: str, work: Callable[[], Answer]) -> Answer:

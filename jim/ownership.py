@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing on poll's path; mypy knows the name)
+if TYPE_CHECKING:
+    import pwd
+
 #: Set to 1 (or give ``--as-owner``) to let root act on a home it does not own, as that home's owner.
 AS_OWNER_ENV = "JIM_AS_OWNER"
 #: The parent's vetted import path, handed to a background jim (whose ``-I`` drops ``PYTHONPATH``).
@@ -95,11 +99,18 @@ def act_as_owner(root: str | os.PathLike[str]) -> str | None:
         pw = pwd.getpwuid(uid)
     except KeyError:
         return f"jim's home {os.fspath(root)} belongs to uid {uid}, which has no account"
-    os.setgroups(os.getgrouplist(pw.pw_name, pw.pw_gid))
-    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
-    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
-    os.environ.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
+    become(pw)
     return None
+
+
+def become(pw: pwd.struct_passwd) -> None:
+    """Become the account ``pw`` for good, as root (its supplementary groups, gid and uid: real, effective
+    and saved; nothing to do when this process is it already), ``HOME``/``USER``/``LOGNAME`` its own."""
+    if os.geteuid() != pw.pw_uid:
+        os.setgroups(os.getgrouplist(pw.pw_name, pw.pw_gid))
+        os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+        os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+    os.environ.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
 
 
 def _trusted_dir(path: str, home: str) -> bool:

@@ -7,7 +7,8 @@ rights:
 * :func:`homes` lists, for every account the system can enumerate
   (``getpwall``), the jim home a pattern names: ``[jim] home`` as written
   (``$USER``, ``~``; empty: ``~/.jim``) or a ``--homes`` pattern (``{user}``,
-  ``{home}``, as ``jim serve --site`` reads it).  Homes that are not there are
+  ``{home}``, as ``jim serve --site`` reads it), or a glob of homes, each its
+  owner's (``/home/*/.jim``).  Homes that are not there are
   left out; one that is not the account's own and private to it is named with the
   reason (:func:`jim.ownership.home_problem`), never used;
 * :func:`as_account` runs a piece of work in a forked child that becomes the
@@ -20,6 +21,7 @@ rights:
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import pwd
@@ -49,8 +51,13 @@ def home_of(pattern: str, pw: pwd.struct_passwd) -> str:
 
 
 def homes(pattern: str) -> Iterator[tuple[pwd.struct_passwd, str, str | None]]:
-    """(account, its home, why it must not be used or None) of every account whose home is there; one
-    home named by several accounts once, with the first (lowest uid)."""
+    """(account, its home, why it must not be used or None) of every home ``pattern`` names: with
+    ``{user}``, ``{home}``, ``$USER`` or ``~`` (or empty: ``~/.jim``), one per account whose home is
+    there, a home named by several accounts once, with the first (lowest uid); otherwise a glob, each
+    home's account its owner's."""
+    if pattern and not any(mark in pattern for mark in ("{user}", "{home}", "$USER", "~")):
+        yield from _glob_homes(pattern)
+        return
     seen: set[str] = set()
     for pw in sorted(pwd.getpwall(), key=lambda p: (p.pw_uid, p.pw_name)):
         root = home_of(pattern, pw)
@@ -58,6 +65,15 @@ def homes(pattern: str) -> Iterator[tuple[pwd.struct_passwd, str, str | None]]:
             continue
         seen.add(root)
         yield pw, root, home_problem(root, pw.pw_uid)
+
+
+def _glob_homes(pattern: str) -> Iterator[tuple[pwd.struct_passwd, str, str | None]]:
+    for path in sorted(glob.glob(pattern)):
+        try:
+            pw = pwd.getpwuid(os.stat(path).st_uid)
+        except (OSError, KeyError):
+            continue
+        yield pw, path, home_problem(path, pw.pw_uid)
 
 
 def as_account(pw: pwd.struct_passwd, root: str, work: Callable[[], Answer]) -> Answer:

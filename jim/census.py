@@ -29,7 +29,6 @@ is read into the counts: only states, queue and adapter names, causes.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -45,7 +44,6 @@ from jim import accounts, background, monitorpass
 from jim.accounting import WASTE_CAUSES, Attempt, waste_cause
 from jim.adapters.cache import ADAPTER_NAME, COMMAND_NAME, adapters_of, command_counts, degraded_since
 from jim.jobid import valid_job_id
-from jim.ownership import home_problem
 from jim.paths import Home
 from jim.record import PARSER
 from jim.safeio import atomic_write, read_regular
@@ -343,27 +341,11 @@ def _monitor(value: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def homes(pattern: str) -> list[tuple[pwd.struct_passwd, str, str | None]]:
-    """(account, its jim home, why it must not be used or None) of every home ``pattern`` names:
-    with ``{user}``, ``{home}``, ``$USER`` or ``~`` (or empty: ``~/.jim``), one per account
-    (:func:`jim.accounts.homes`); otherwise a glob, each home's account its owner's."""
-    if not pattern or any(mark in pattern for mark in ("{user}", "{home}", "$USER", "~")):
-        return list(accounts.homes(pattern))
-    found = []
-    for path in sorted(glob.glob(pattern)):
-        try:
-            pw = pwd.getpwuid(os.stat(path).st_uid)
-        except (OSError, KeyError):
-            continue
-        found.append((pw, path, home_problem(path, pw.pw_uid)))
-    return found
-
-
 def census(own: Home | None, pattern: str | None = None) -> tuple[list[Counts], list[dict[str, str]]]:
     """The counts of every home (cleaned: :func:`clean`), and the homes skipped (user, why).
 
     Without ``pattern``: ``own``, the caller's home, counted as the caller.  With it (root's):
-    every home :func:`homes` finds, each read in a fork that is its account
+    every home :func:`jim.accounts.homes` finds, each read in a fork that is its account
     (:func:`jim.accounts.as_account`)."""
     if pattern is None:
         try:
@@ -373,7 +355,7 @@ def census(own: Home | None, pattern: str | None = None) -> tuple[list[Counts], 
         return ([clean(me, count_home(own))] if own is not None else []), []
     counted: list[Counts] = []
     skipped: list[dict[str, str]] = []
-    for pw, path, why in homes(pattern):
+    for pw, path, why in accounts.homes(pattern):
         if why is None:
             try:
                 counted.append(clean(pw.pw_name, accounts.as_account(pw, path, partial(_count, path))))

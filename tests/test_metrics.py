@@ -457,7 +457,7 @@ def test_a_glob_of_homes(tmp_path):
         (tmp_path / name).mkdir()
         Home(tmp_path / name / "jim").ensure()
     (tmp_path / "c").mkdir()
-    found = census.homes(f"{tmp_path}/*/jim")
+    found = list(accounts.homes(f"{tmp_path}/*/jim"))
     assert [Path(p).parent.name for _pw, p, _why in found] == ["a", "b"]
     assert all(pw.pw_uid == os.geteuid() and why is None for pw, _p, why in found)
 
